@@ -1,0 +1,62 @@
+"""The ``evalkit`` command. Subcommands import their modules only when called, so
+``evalkit --help`` and ``evalkit query`` start fast (litellm and Hydra stay unloaded)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# name -> (module, one-line help). Each module has main(argv) (``run`` hands argv to Hydra)
+# or add_arguments(parser) + main(args).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("evalkit.runner.app", "run an experiment (Hydra: +experiment=NAME, overrides, -m)"),
+    "query": ("evalkit.commands.query", "SQL (DuckDB) over every run in the runs directory"),
+    "plugins": ("evalkit.commands.plugins", "list installed sources, filters, judges, metrics"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evalkit",
+        description="Evaluate LLM applications from declarative Hydra configs.",
+        epilog="`evalkit run --help` shows the config groups and Hydra's options. "
+        "Set EVALKIT_FULL_ERROR=1 to see tracebacks.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=name != "run")
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return f"evalkit {version('evalkit')}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS:
+        _parser().parse_args(argv or ["--help"])
+        return
+    name, rest = argv[0], argv[1:]
+    module = importlib.import_module(COMMANDS[name][0])
+    if name == "run":
+        module.main(rest)
+        return
+    parser = argparse.ArgumentParser(prog=f"evalkit {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)
+    from evalkit.errors import EvalkitError
+
+    try:
+        code = module.main(args)
+    except EvalkitError as exc:
+        if os.environ.get("EVALKIT_FULL_ERROR"):
+            raise
+        print(f"evalkit: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    sys.exit(code or 0)

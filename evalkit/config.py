@@ -1,0 +1,226 @@
+"""From the composed Hydra config to a validated :class:`RunConfig`.
+
+Every plugin instance is checked against its plugin's ``Config`` dataclass before anything
+runs; errors name the full key, the bad value and the fix."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+from evalkit.errors import ConfigError
+from evalkit.registry import registry
+
+SEVERITIES = ("info", "warning", "error")
+OPERATORS = (">", ">=", "<", "<=", "==", "!=")
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    runs_dir: str = "runs"  # where run directories go, relative to the working directory
+    run_id: str | None = None  # default: a timestamp plus a random suffix
+    batch_size: int = 50_000  # records per batch through filters and judges
+    dry_run: bool = False  # count and price judge calls without making any
+    fail_on: str | None = None  # exit non-zero when an alert of this severity (or worse) fires
+    cache_dir: str | None = None  # judge response cache; default ~/.cache/evalkit
+    summary: bool = True  # print the summary table at the end
+    summary_slices: bool = False  # show per-slice metric rows in the summary too
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    metric: str  # metric name as in the metrics table (e.g. echo_rate or latency.p95)
+    value: float  # the threshold
+    operator: str = ">"  # one of > >= < <= == !=
+    slice: str = "all"  # which slice to watch; "*" watches every slice
+    severity: str = "error"  # info, warning or error
+    message: str | None = None  # shown in the summary; default says what crossed what
+
+
+@dataclass(frozen=True)
+class PluginInstance:
+    kind: str  # sources, filters, judges, metrics
+    name: str  # the YAML key (the instance name)
+    plugin: str  # the registered plugin name
+    cls: type
+    config: Any  # an instance of cls.Config
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    experiment: str
+    runner: RunnerConfig
+    source: PluginInstance
+    filters: list[PluginInstance]
+    judges: list[PluginInstance]
+    metrics: list[PluginInstance]
+    alerts: list[AlertConfig]
+    composed: dict[str, Any] = field(repr=False)  # resolved, secrets redacted
+    overrides: list[str] = field(default_factory=list)
+
+
+_TOP_KEYS = ("experiment", "source", "filters", "judges", "metrics", "runner", "alerts")
+
+
+def _first_line(exc: OmegaConfBaseException) -> str:
+    return str(getattr(exc, "msg", exc)).splitlines()[0]
+
+
+def validate_dataclass(cls: type, node: Any, where: str, what: str) -> Any:
+    """``node`` (a mapping) as an instance of dataclass ``cls``; ``where`` is the full key."""
+    if not isinstance(node, (dict, DictConfig)):
+        raise ConfigError(f"{where}: expected a mapping of {what} keys, got {node!r}")
+    allowed = [f.name for f in fields(cls)]
+    for key in node:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ConfigError(
+                f"{where}.{key}: unknown key for {what}; {hint}valid keys: {', '.join(allowed)}"
+            )
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(cls), node)
+    except ConfigKeyError as exc:  # pragma: no cover - keys were checked above
+        raise ConfigError(f"{where}: {_first_line(exc)}") from None
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", "") or ""
+        bad = OmegaConf.select(node, key) if key else None if isinstance(node, DictConfig) \
+            else node.get(key)
+        expected = next((f.type for f in fields(cls) if f.name == key.split(".")[0]), "?")
+        raise ConfigError(
+            f"{where}.{key}: {bad!r} is not valid for {what} ({_first_line(exc)}); "
+            f"expected {expected}"
+        ) from None
+    missing = sorted(OmegaConf.missing_keys(merged))
+    if missing:
+        raise ConfigError(f"{where}.{missing[0]}: required by {what} but not set; set it in "
+                          f"the config or on the command line ({where}.{missing[0]}=...)")
+    obj = OmegaConf.to_object(merged)
+    check = getattr(obj, "validate", None)
+    if check is not None:
+        try:
+            check()
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return obj
+
+
+def instance(kind: str, name: str, node: Any, where: str) -> PluginInstance:
+    """Resolve and validate one plugin instance from its YAML node."""
+    if not isinstance(node, (dict, DictConfig)) or "plugin" not in node:
+        raise ConfigError(
+            f"{where}: needs a 'plugin:' key naming a registered {kind[:-1]} plugin "
+            f"(see `evalkit plugins`)"
+        )
+    plugin = str(node["plugin"])
+    from evalkit.errors import PluginError
+
+    try:
+        cls = registry().get(kind, plugin)
+    except PluginError as exc:
+        raise ConfigError(f"{where}.plugin: {exc}") from None
+    params = {k: v for k, v in node.items() if k != "plugin"}
+    config = validate_dataclass(cls.Config, OmegaConf.create(params), where,
+                                f"{kind[:-1]} plugin '{plugin}'")
+    return PluginInstance(kind, name, plugin, cls, config)
+
+
+def _instances(kind: str, node: Any) -> list[PluginInstance]:
+    if node is None:
+        return []
+    if not isinstance(node, DictConfig):
+        raise ConfigError(
+            f"{kind}: expected a mapping of instance name to config "
+            f"({kind}.<name>.plugin: ...), got {type(node).__name__}"
+        )
+    return [instance(kind, str(k), v, f"{kind}.{k}") for k, v in node.items() if v is not None]
+
+
+def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
+    """Validate the composed config; raise :class:`ConfigError` on the first problem."""
+    try:
+        OmegaConf.resolve(cfg)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{getattr(exc, 'full_key', '') or 'config'}: "
+                          f"{_first_line(exc)}") from None
+    for key in cfg:
+        if key not in _TOP_KEYS:
+            close = difflib.get_close_matches(str(key), _TOP_KEYS, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ConfigError(f"{key}: unknown top-level key; {hint}valid: {', '.join(_TOP_KEYS)}")
+    if cfg.get("source") is None:
+        raise ConfigError("source: no source configured; pick one with source=jsonl "
+                          "(and source.path=...) or +experiment=quickstart")
+    runner = validate_dataclass(RunnerConfig, cfg.get("runner") or {}, "runner", "runner")
+    alerts_node = cfg.get("alerts") or []
+    if not isinstance(alerts_node, (list, ListConfig)):
+        raise ConfigError("alerts: expected a list of {metric, operator, value, severity}")
+    alerts = [validate_dataclass(AlertConfig, a, f"alerts[{i}]", "alert")
+              for i, a in enumerate(alerts_node)]
+    for i, alert in enumerate(alerts):
+        if alert.operator not in OPERATORS:
+            raise ConfigError(f"alerts[{i}].operator: {alert.operator!r} is not one of "
+                              f"{' '.join(OPERATORS)}")
+        if alert.severity not in SEVERITIES:
+            raise ConfigError(f"alerts[{i}].severity: {alert.severity!r} is not one of "
+                              f"{', '.join(SEVERITIES)}")
+    if runner.fail_on is not None and runner.fail_on not in SEVERITIES:
+        raise ConfigError(f"runner.fail_on: {runner.fail_on!r} is not one of "
+                          f"{', '.join(SEVERITIES)} (or null)")
+    composed = redact(OmegaConf.to_container(cfg, resolve=True))
+    return RunConfig(
+        experiment=str(cfg.get("experiment") or "default"),
+        runner=runner,
+        source=instance("sources", "source", cfg.source, "source"),
+        filters=_instances("filters", cfg.get("filters")),
+        judges=_instances("judges", cfg.get("judges")),
+        metrics=_instances("metrics", cfg.get("metrics")),
+        alerts=alerts,
+        composed=composed,
+        overrides=[redact_override(o) for o in (overrides or [])],
+    )
+
+
+_SECRET_KEY = re.compile(
+    r"(?i)(api[_-]?key|secret|passw(or)?d|auth(orization)?$|credential|bearer|(^|_)token$)"
+)
+REDACTED = "***redacted***"
+
+
+def _secret_values() -> list[str]:
+    return [v for k, v in os.environ.items() if _SECRET_KEY.search(k) and len(v) >= 8]
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the value of every secret-looking environment variable masked."""
+    for value in _secret_values():
+        text = text.replace(value, REDACTED)
+    return text
+
+
+def redact_override(override: str) -> str:
+    """A command-line override (``key=value``) with a secret value masked."""
+    key, eq, _ = override.partition("=")
+    if eq and _SECRET_KEY.search(key.rsplit(".", 1)[-1]):
+        return f"{key}={REDACTED}"
+    return redact_text(override)
+
+
+def redact(node: Any) -> Any:
+    """A copy of a plain config tree with secret-named keys and secret values masked."""
+    if isinstance(node, dict):
+        return {
+            k: (REDACTED if _SECRET_KEY.search(str(k)) and v not in (None, "") else redact(v))
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [redact(v) for v in node]
+    if isinstance(node, str):
+        return redact_text(node)
+    return node

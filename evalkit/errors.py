@@ -1,0 +1,32 @@
+"""One error hierarchy. The CLI prints an :class:`EvalkitError` in one or two lines and exits 2;
+``EVALKIT_FULL_ERROR=1`` shows the traceback instead."""
+
+from __future__ import annotations
+
+
+class EvalkitError(Exception):
+    """A user-facing error: the message names what is wrong and how to fix it."""
+
+    exit_code = 2
+
+
+class ConfigError(EvalkitError):
+    """A config key is unknown, missing or of the wrong type."""
+
+
+class PluginError(EvalkitError):
+    """A plugin name is unknown, ambiguous, or its class does not honour its protocol."""
+
+
+class SourceError(EvalkitError):
+    """A source cannot be read at all (missing file, unreachable server)."""
+
+
+class QueryError(EvalkitError):
+    """A query failed or tried to reach outside the runs directory."""
+
+
+class RunFailed(EvalkitError):
+    """The run finished but an alert at or above ``runner.fail_on`` fired."""
+
+    exit_code = 3

@@ -1,0 +1,1 @@
+"""Built-in filters: they mark records to set aside, never drop them."""

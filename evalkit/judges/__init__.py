@@ -1,0 +1,1 @@
+"""Built-in judges: deterministic ones over whole batches, LLM ones through the engine."""

@@ -1,0 +1,1 @@
+"""Run tables: their schemas, the run writer and the DuckDB query layer."""

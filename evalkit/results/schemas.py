@@ -1,0 +1,193 @@
+"""The Arrow schemas of every run table. This module owns them; everything else conforms to it.
+
+Denominators carried by each metric row:
+
+- ``n_attempted``: records in the slice, whatever happened to them;
+- ``n_excluded``: of those, records a filter set aside (``records.excluded_by`` not null);
+- ``n_judged``: records (or pairs) that produced a usable value for this metric;
+- ``n_unscored``: included records the metric could not use (judge error, missing value).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_str = pa.string()
+_f64 = pa.float64()
+_i64 = pa.int64()
+
+RECORDS = pa.schema(
+    [
+        ("run_id", _str),
+        ("record_id", _str),
+        ("source", _str),
+        ("trace_id", _str),
+        ("observation_id", _str),
+        ("session_id", _str),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("model", _str),
+        ("level", _str),
+        ("status_message", _str),
+        ("input", _str),
+        ("output", _str),
+        ("context", pa.list_(_str)),
+        ("reference", _str),
+        ("latency_s", _f64),
+        ("cost_usd", _f64),
+        ("input_tokens", _i64),
+        ("output_tokens", _i64),
+        ("confidence", _f64),
+        ("outcome", _str),
+        ("user_action", _str),
+        ("final_output", _str),
+        ("human_label", _str),
+        ("tags", pa.list_(_str)),
+        ("metadata", _str),
+        ("excluded_by", _str),
+        ("exclude_reason", _str),
+    ]
+)
+
+JUDGMENTS = pa.schema(
+    [
+        ("run_id", _str),
+        ("record_id", _str),
+        ("judge", _str),
+        ("plugin", _str),
+        ("judge_model", _str),
+        ("value", _f64),
+        ("label", _str),
+        ("passed", pa.bool_()),
+        ("explanation", _str),
+        ("raw", _str),
+        ("status", _str),
+        ("error", _str),
+        ("origin", _str),
+        ("attempts", pa.int32()),
+        ("latency_s", _f64),
+        ("input_tokens", _i64),
+        ("output_tokens", _i64),
+        ("cost_usd", _f64),
+        ("details", _str),
+    ]
+)
+
+METRICS = pa.schema(
+    [
+        ("run_id", _str),
+        ("metric", _str),
+        ("plugin", _str),
+        ("slice", _str),
+        ("value", _f64),
+        ("ci_low", _f64),
+        ("ci_high", _f64),
+        ("n_attempted", _i64),
+        ("n_excluded", _i64),
+        ("n_judged", _i64),
+        ("n_unscored", _i64),
+        ("higher_is_better", pa.bool_()),
+        ("details", _str),
+    ]
+)
+
+ALERTS = pa.schema(
+    [
+        ("run_id", _str),
+        ("metric", _str),
+        ("slice", _str),
+        ("value", _f64),
+        ("operator", _str),
+        ("threshold", _f64),
+        ("severity", _str),
+        ("message", _str),
+    ]
+)
+
+REJECTS = pa.schema(
+    [
+        ("run_id", _str),
+        ("source", _str),
+        ("location", _str),
+        ("reason", _str),
+        ("raw", _str),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "records": RECORDS,
+    "judgments": JUDGMENTS,
+    "metrics": METRICS,
+    "alerts": ALERTS,
+    "rejects": REJECTS,
+}
+
+RAW_LIMIT = 2000
+"""Characters of raw input kept in a reject row."""
+
+JUDGMENT_STATUSES = ("ok", "error", "skipped")
+JUDGMENT_ORIGINS = ("computed", "imported", "cache")
+
+
+def json_text(value: Any) -> str | None:
+    """JSON text for a ``details``/``metadata`` cell; strings pass through unchanged."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+
+
+def conform(
+    data: pa.Table | pa.RecordBatch | Iterable[Mapping[str, Any]],
+    schema: pa.Schema,
+    fill: Mapping[str, Any] | None = None,
+) -> pa.Table:
+    """Return ``data`` as a table of exactly ``schema``: missing columns become null (or the
+    constant in ``fill``), extra columns are an error, types are cast safely.
+
+    Accepts a table, a record batch, or rows as dicts (JSON-able ``details``/``metadata``
+    values are serialised)."""
+    if not isinstance(data, (pa.Table, pa.RecordBatch)):
+        rows = list(data)
+        cols: dict[str, list[Any]] = {}
+        for i, row in enumerate(rows):
+            for key, value in row.items():
+                if key in ("details", "metadata"):
+                    value = json_text(value)
+                cols.setdefault(key, [None] * i).append(value)
+            for col in cols.values():
+                if len(col) < i + 1:
+                    col.append(None)
+        data = pa.table(
+            {k: pa.array(v, type=schema.field(k).type) if k in schema.names else v
+             for k, v in cols.items()}
+        ) if rows else pa.table({})
+        num_rows = len(rows)
+    else:
+        num_rows = data.num_rows
+    extra = [n for n in data.schema.names if n not in schema.names]
+    if extra:
+        raise ValueError(f"columns not in the schema: {extra}; allowed: {schema.names}")
+    fill = fill or {}
+    arrays = []
+    for field in schema:
+        if field.name in data.schema.names:
+            col = data.column(field.name)
+            if col.type != field.type:
+                col = col.cast(field.type)
+            if field.name in fill and col.null_count:
+                col = pc.fill_null(col, pa.scalar(fill[field.name], field.type))
+            arrays.append(col)
+        elif field.name in fill and fill[field.name] is not None:
+            arrays.append(pa.array([fill[field.name]] * num_rows, type=field.type))
+        else:
+            arrays.append(pa.nulls(num_rows, type=field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    """A table of ``schema`` with no rows."""
+    return schema.empty_table()

@@ -1,0 +1,125 @@
+"""Writes one run directory. Every file is written under a temporary name and renamed into
+place, so a reader (or a crash) never sees a partial file."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evalkit.results.schemas import JUDGMENTS, RECORDS, TABLES, conform
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary sibling of ``path`` to write to; renamed onto ``path`` on success and
+    removed on failure."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def write_json(data: Any, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+class RunWriter:
+    """The files of one run: ``records.parquet`` (streamed), ``judgments/part-*.parquet`` (one
+    part per batch, each complete on its own), ``metrics``, ``alerts``, ``rejects`` and
+    ``manifest.json``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.judgments_dir = run_dir / "judgments"
+        self.judgments_dir.mkdir(parents=True, exist_ok=True)
+        self._records_path = run_dir / "records.parquet"
+        self._records_tmp = run_dir / f".records.parquet.tmp-{os.getpid()}"
+        self._records: pq.ParquetWriter | None = None
+        self._parts = 0
+        self.n_records = 0
+        self.n_judgments = 0
+
+    def add_records(self, table: pa.Table) -> None:
+        if self._records is None:
+            self._records = pq.ParquetWriter(self._records_tmp, RECORDS, compression="zstd")
+        self._records.write_table(table)
+        self.n_records += table.num_rows
+
+    def add_judgments(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        write_parquet(table, self.judgments_dir / f"part-{self._parts:05d}.parquet")
+        self._parts += 1
+        self.n_judgments += table.num_rows
+
+    def finish_records(self) -> None:
+        """Close and publish ``records.parquet`` (an empty table if no batch came)."""
+        if self._records is None:
+            write_parquet(RECORDS.empty_table(), self._records_path)
+            return
+        self._records.close()
+        self._records = None
+        os.replace(self._records_tmp, self._records_path)
+
+    def write_table(self, name: str, table: pa.Table | list[dict[str, Any]]) -> pa.Table:
+        table = conform(table, TABLES[name])
+        write_parquet(table, self.run_dir / f"{name}.parquet")
+        return table
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json(manifest, self.run_dir / "manifest.json")
+
+    def abort(self) -> None:
+        """Remove whatever temporary file is still open after a failure."""
+        if self._records is not None:
+            with contextlib.suppress(Exception):
+                self._records.close()
+            self._records = None
+        with contextlib.suppress(FileNotFoundError):
+            self._records_tmp.unlink()
+
+
+def judgments_view_sql(run_dir: Path) -> str:
+    """SQL reading a run's judgment parts (or an empty judgments table when there are none)."""
+    parts = sorted((run_dir / "judgments").glob("part-*.parquet"))
+    if not parts:
+        return empty_select_sql(JUDGMENTS)
+    files = ", ".join(_sql_str(str(p)) for p in parts)
+    return f"SELECT * FROM read_parquet([{files}], union_by_name=true)"
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+_DUCK_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.float64(): "DOUBLE",
+    pa.int64(): "BIGINT",
+    pa.int32(): "INTEGER",
+    pa.bool_(): "BOOLEAN",
+    pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
+    pa.list_(pa.string()): "VARCHAR[]",
+}
+
+
+def empty_select_sql(schema: pa.Schema) -> str:
+    """A ``SELECT`` with ``schema``'s columns and no rows, in plain SQL."""
+    cols = ", ".join(f'CAST(NULL AS {_DUCK_TYPES[f.type]}) AS "{f.name}"' for f in schema)
+    return f"SELECT {cols} WHERE false"

@@ -1,0 +1,1 @@
+"""Running an experiment: Hydra entry point, pipeline and summary."""

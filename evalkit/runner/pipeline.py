@@ -1,0 +1,341 @@
+"""One run: source → filters → judges → metrics → alerts, streamed batch by batch into a run
+directory. Filters mark and never drop; judges see included records only (unless they ask
+for all), excluded ones get ``status='skipped'`` judgments that say why."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalkit.config import PluginInstance, RunConfig
+from evalkit.context import RunContext
+from evalkit.errors import EvalkitError, RunFailed
+from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
+from evalkit.results.writer import RunWriter, judgments_view_sql
+
+
+def new_run_id() -> str:
+    """Sortable by time, unique across the processes of a sweep."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: Path
+    manifest: dict[str, Any]
+    metrics: pa.Table
+    alerts: pa.Table
+    judgment_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _make(inst: PluginInstance, ctx: RunContext) -> Any:
+    return inst.cls(inst.name, inst.config, ctx)
+
+
+def _apply_filters(table: pa.Table, filters: list[tuple[PluginInstance, Any]],
+                   timings: dict[str, float]) -> pa.Table:
+    excluded_by = table.column("excluded_by")
+    reason = table.column("exclude_reason")
+    batch = table.combine_chunks().to_batches()
+    batch = batch[0] if batch else pa.RecordBatch.from_pylist([], schema=RECORDS)
+    for inst, plugin in filters:
+        t0 = time.perf_counter()
+        marks = plugin.mark(batch)
+        if len(marks) != table.num_rows:
+            raise EvalkitError(f"filters.{inst.name}: plugin '{inst.plugin}' returned "
+                               f"{len(marks)} marks for {table.num_rows} records")
+        marks = pa.array(marks, pa.string()) if not isinstance(marks, pa.Array) else marks
+        newly = pc.and_(pc.is_null(excluded_by), pc.is_valid(marks))
+        excluded_by = pc.if_else(newly, inst.name, excluded_by)
+        reason = pc.if_else(newly, marks, reason)
+        timings[f"filter.{inst.name}"] = timings.get(f"filter.{inst.name}", 0.0) + \
+            time.perf_counter() - t0
+    idx = table.schema.get_field_index
+    table = table.set_column(idx("excluded_by"), "excluded_by", excluded_by)
+    return table.set_column(idx("exclude_reason"), "exclude_reason", reason)
+
+
+def _error_rows(record_ids: list[str], message: str) -> list[dict[str, Any]]:
+    return [{"record_id": r, "status": "error", "error": message} for r in record_ids]
+
+
+class _JudgeRunner:
+    """Runs every configured judge over a batch and conforms what they return."""
+
+    def __init__(self, judges: list[tuple[PluginInstance, Any]], run_id: str,
+                 dry_run: bool) -> None:
+        self.judges = judges
+        self.run_id = run_id
+        self.dry_run = dry_run
+        self.timings: dict[str, float] = {}
+        self.estimates: dict[str, dict[str, float]] = {}
+
+    def _fill(self, inst: PluginInstance, plugin: Any) -> dict[str, Any]:
+        return {"run_id": self.run_id, "judge": inst.name, "plugin": inst.plugin,
+                "origin": "computed", "judge_model": getattr(plugin, "judge_model", None),
+                "attempts": 1}
+
+    def _inputs(self, plugin: Any, records: pa.Table, included: pa.Table) -> pa.Table:
+        return records if getattr(plugin, "applies_to_excluded", False) else included
+
+    def run(self, records: pa.Table) -> list[pa.Table]:
+        included = records.filter(pc.is_null(records.column("excluded_by")))
+        excluded = records.filter(pc.is_valid(records.column("excluded_by")))
+        out: list[pa.Table] = []
+        pending: list[tuple[PluginInstance, Any, pa.Table]] = []
+        for inst, plugin in self.judges:
+            data = self._inputs(plugin, records, included)
+            if not getattr(plugin, "applies_to_excluded", False) and excluded.num_rows:
+                out.append(self._skipped(inst, plugin, excluded))
+            if self.dry_run:
+                self._estimate(inst, plugin, data)
+                continue
+            if hasattr(plugin, "ajudge"):
+                pending.append((inst, plugin, data))
+                continue
+            t0 = time.perf_counter()
+            try:
+                result = plugin.judge(data) if data.num_rows else []
+            except EvalkitError:
+                raise
+            except Exception as exc:  # a judge bug costs this batch's scores, not the run
+                result = _error_rows(data.column("record_id").to_pylist(),
+                                     f"{type(exc).__name__}: {exc}")
+            self._add_time(inst, t0)
+            out.append(conform(result, JUDGMENTS, self._fill(inst, plugin)))
+        if pending:
+            out.extend(asyncio.run(self._run_async(pending)))
+        return out
+
+    async def _run_async(self, pending: list[tuple[PluginInstance, Any, pa.Table]]
+                         ) -> list[pa.Table]:
+        async def one(inst: PluginInstance, plugin: Any, data: pa.Table) -> pa.Table:
+            t0 = time.perf_counter()
+            try:
+                result = await plugin.ajudge(data) if data.num_rows else []
+            except EvalkitError:
+                raise
+            except Exception as exc:
+                result = _error_rows(data.column("record_id").to_pylist(),
+                                     f"{type(exc).__name__}: {exc}")
+            self._add_time(inst, t0)
+            return conform(result, JUDGMENTS, self._fill(inst, plugin))
+
+        return list(await asyncio.gather(*(one(*p) for p in pending)))
+
+    def _add_time(self, inst: PluginInstance, t0: float) -> None:
+        key = f"judge.{inst.name}"
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+
+    def _skipped(self, inst: PluginInstance, plugin: Any, excluded: pa.Table) -> pa.Table:
+        why = pc.binary_join_element_wise(
+            "excluded by filter ", excluded.column("excluded_by"), ": ",
+            pc.fill_null(excluded.column("exclude_reason"), ""), ""
+        )
+        table = pa.table({"record_id": excluded.column("record_id"),
+                          "status": pa.array(["skipped"] * excluded.num_rows),
+                          "explanation": why})
+        return conform(table, JUDGMENTS, self._fill(inst, plugin))
+
+    def _estimate(self, inst: PluginInstance, plugin: Any, data: pa.Table) -> None:
+        est = plugin.estimate(data) if hasattr(plugin, "estimate") else {"calls": 0}
+        acc = self.estimates.setdefault(inst.name, {})
+        for k, v in est.items():
+            if v is None or acc.get(k, 0) is None:
+                acc[k] = None  # an unknown price stays unknown
+            else:
+                acc[k] = acc.get(k, 0) + v
+
+
+def _metrics_connection(run_dir: Path):  # -> duckdb.DuckDBPyConnection
+    import duckdb
+
+    con = duckdb.connect()
+    records = str(run_dir / "records.parquet").replace("'", "''")
+    con.execute(f"CREATE VIEW records AS SELECT * FROM read_parquet('{records}')")
+    con.execute(f"CREATE VIEW judgments AS {judgments_view_sql(run_dir)}")
+    con.execute("CREATE VIEW included AS SELECT * FROM records WHERE excluded_by IS NULL")
+    return con
+
+
+_OPS = {">": pc.greater, ">=": pc.greater_equal, "<": pc.less, "<=": pc.less_equal,
+        "==": pc.equal, "!=": pc.not_equal}
+_SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+
+
+def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[str, Any]]:
+    """One alert row per (threshold, metric row) that crosses it."""
+    rows = []
+    for alert in rc.alerts:
+        for m in metrics.to_pylist():
+            if m["metric"] != alert.metric or (alert.slice != "*" and m["slice"] != alert.slice):
+                continue
+            if m["value"] is None or not _OPS[alert.operator](m["value"], alert.value).as_py():
+                continue
+            msg = alert.message or (f"{m['metric']} [{m['slice']}] = {m['value']:.4g} "
+                                    f"{alert.operator} {alert.value:g}")
+            rows.append({"run_id": run_id, "metric": m["metric"], "slice": m["slice"],
+                         "value": m["value"], "operator": alert.operator,
+                         "threshold": alert.value, "severity": alert.severity,
+                         "message": msg})
+    produced = set(metrics.column("metric").to_pylist())
+    for alert in rc.alerts:
+        if alert.metric not in produced:
+            rows.append({"run_id": run_id, "metric": alert.metric, "slice": alert.slice,
+                         "value": None, "operator": alert.operator, "threshold": alert.value,
+                         "severity": "warning",
+                         "message": f"alert on '{alert.metric}' watches a metric this run "
+                         "did not produce"})
+    return rows
+
+
+def _versions(rc: RunConfig) -> dict[str, str]:
+    from importlib.metadata import version
+
+    out = {"evalkit": version("evalkit")}
+    from evalkit.registry import registry
+
+    reg = registry()
+    for inst in [rc.source, *rc.filters, *rc.judges, *rc.metrics]:
+        entry = reg.entries(inst.kind)[inst.plugin][0]
+        out[entry.distribution] = entry.version
+    return out
+
+
+def execute(rc: RunConfig) -> RunResult:
+    """Run ``rc`` end to end; write the run directory; print the summary."""
+    from evalkit.runner.summary import print_summary
+
+    started = datetime.now(timezone.utc)
+    t_start = time.perf_counter()
+    run_id = rc.runner.run_id or new_run_id()
+    runs_dir = Path(rc.runner.runs_dir)
+    run_dir = runs_dir / rc.experiment / run_id
+    if (run_dir / "manifest.json").exists():
+        raise EvalkitError(f"runner.run_id: a run '{run_id}' already exists in {run_dir}; "
+                           "choose another run_id or leave it unset")
+    cache_dir = Path(rc.runner.cache_dir or os.environ.get("EVALKIT_CACHE_DIR")
+                     or Path.home() / ".cache" / "evalkit")
+    ctx = RunContext(run_id=run_id, experiment=rc.experiment, run_dir=run_dir,
+                     runs_dir=runs_dir, cache_dir=cache_dir, dry_run=rc.runner.dry_run)
+    writer = RunWriter(run_dir)
+    timings: dict[str, float] = {}
+    manifest: dict[str, Any] = {
+        "run_id": run_id, "experiment": rc.experiment, "status": "running",
+        "started_at": started.isoformat(), "overrides": rc.overrides,
+        "run_dir": str(run_dir), "config": rc.composed,
+    }
+    source = _make(rc.source, ctx)
+    filters = [(i, _make(i, ctx)) for i in rc.filters]
+    judges = [(i, _make(i, ctx)) for i in rc.judges]
+    judge_runner = _JudgeRunner(judges, run_id, rc.runner.dry_run)
+    n_excluded: dict[str, int] = {}
+    try:
+        t0 = time.perf_counter()
+        for batch in source.read():
+            timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t0
+            table = conform(batch, RECORDS, {"run_id": run_id})
+            table = _apply_filters(table, filters, timings)
+            vc = pc.value_counts(table.column("excluded_by").combine_chunks())
+            for item in vc.to_pylist():
+                if item["values"] is not None:
+                    n_excluded[item["values"]] = n_excluded.get(item["values"], 0) + \
+                        item["counts"]
+            t1 = time.perf_counter()
+            writer.add_records(table)
+            timings["write"] = timings.get("write", 0.0) + time.perf_counter() - t1
+            for part in judge_runner.run(table):
+                writer.add_judgments(part)
+            for part in ctx.imported:
+                writer.add_judgments(part)
+            ctx.imported.clear()
+            t0 = time.perf_counter()
+        for part in ctx.imported:
+            writer.add_judgments(part)
+        ctx.imported.clear()
+        writer.finish_records()
+        timings.update(judge_runner.timings)
+
+        t0 = time.perf_counter()
+        con = _metrics_connection(run_dir)
+        metric_tables = []
+        for inst in rc.metrics:
+            t1 = time.perf_counter()
+            plugin = _make(inst, ctx)
+            fill = {"run_id": run_id, "plugin": inst.plugin, "metric": inst.name,
+                    "higher_is_better": getattr(plugin, "higher_is_better", None)}
+            metric_tables.append(conform(plugin.compute(con), METRICS, fill))
+            timings[f"metric.{inst.name}"] = time.perf_counter() - t1
+        metrics = pa.concat_tables(metric_tables) if metric_tables else METRICS.empty_table()
+        metrics = writer.write_table("metrics", metrics)
+        alerts = writer.write_table("alerts", evaluate_alerts(rc, metrics, run_id))
+        rejects = writer.write_table("rejects", [{"run_id": run_id, **r} for r in ctx.rejects])
+        judgment_stats = con.sql(
+            "SELECT judge, status, count(*) AS n, sum(cost_usd) AS cost, "
+            "count(*) FILTER (WHERE cost_usd IS NULL AND status = 'ok' "
+            "AND origin = 'computed' AND judge_model IS NOT NULL) AS unpriced "
+            "FROM judgments GROUP BY ALL ORDER BY ALL").fetchall()
+        con.close()
+        timings["metrics"] = time.perf_counter() - t0
+    except BaseException as exc:
+        writer.abort()
+        manifest.update(status="failed", error=f"{type(exc).__name__}: {exc}",
+                        finished_at=datetime.now(timezone.utc).isoformat(),
+                        duration_s=time.perf_counter() - t_start)
+        writer.write_manifest(manifest)
+        raise
+    finally:
+        for _, plugin in judges:
+            close = getattr(plugin, "close", None)
+            if close is not None:
+                close()
+
+    counts: dict[str, dict[str, int]] = {}
+    cost = 0.0
+    unpriced = 0
+    for judge, status, n, c, u in judgment_stats:
+        counts.setdefault(judge, {})[status] = n
+        cost += c or 0.0
+        unpriced += u
+    manifest.update(
+        status="ok",
+        finished_at=datetime.now(timezone.utc).isoformat(),
+        duration_s=round(time.perf_counter() - t_start, 4),
+        n_records=writer.n_records,
+        n_excluded=sum(n_excluded.values()),
+        n_rejects=len(ctx.rejects),
+        n_judgments=writer.n_judgments,
+        judge_cost_usd=cost,
+        judge_calls_unpriced=unpriced,
+        excluded_by=n_excluded,
+        judgments=counts,
+        dry_run=rc.runner.dry_run,
+        dry_run_estimates=judge_runner.estimates if rc.runner.dry_run else None,
+        evalkit_version=_versions(rc)["evalkit"],
+        versions=_versions(rc),
+        sources={rc.source.name: source.fingerprint() if hasattr(source, "fingerprint")
+                 else {}},
+        timings={k: round(v, 4) for k, v in timings.items()},
+    )
+    writer.write_manifest(manifest)
+    result = RunResult(run_id, run_dir, manifest, metrics, alerts, counts)
+    if rc.runner.summary:
+        print_summary(rc, result, rejects)
+    worst = rc.runner.fail_on
+    if worst is not None:
+        fired = [a for a in alerts.to_pylist()
+                 if _SEVERITY_RANK[a["severity"]] >= _SEVERITY_RANK[worst]]
+        if fired:
+            raise RunFailed(f"{len(fired)} alert(s) at or above runner.fail_on={worst}: "
+                            + "; ".join(a["message"] for a in fired[:3]))
+    return result

@@ -1,0 +1,87 @@
+"""The table a run prints when it ends."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from evalkit.config import RunConfig
+    from evalkit.runner.pipeline import RunResult
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value != value:  # NaN
+        return "undefined"
+    return f"{value:.3g}"
+
+
+def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    m = result.manifest
+    console.print(f"[bold]evalkit[/] · {rc.experiment} · run {result.run_id} "
+                  f"({m['duration_s']:.2f} s)")
+    excluded = ", ".join(f"{k} {v}" for k, v in m["excluded_by"].items()) or "none"
+    console.print(
+        f"records {m['n_records']} · excluded {m['n_excluded']} ({excluded}) · "
+        f"judged {m['n_records'] - m['n_excluded']} · rejected {m['n_rejects']}"
+        + (" [yellow](see the rejects table)[/]" if m["n_rejects"] else "")
+    )
+    if result.judgment_counts:
+        jt = Table(title="judgments", title_justify="left", header_style="bold")
+        for col in ("judge", "ok", "error", "skipped"):
+            jt.add_column(col, justify="left" if col == "judge" else "right")
+        for judge, by_status in result.judgment_counts.items():
+            jt.add_row(judge, *(str(by_status.get(s, 0)) for s in ("ok", "error", "skipped")))
+        console.print(jt)
+    if m.get("dry_run"):
+        console.print(f"dry run, no judge was called; estimates: {m['dry_run_estimates']}")
+    elif m["judge_cost_usd"] or m["judge_calls_unpriced"]:
+        unpriced = m["judge_calls_unpriced"]
+        console.print(f"judge spend ${m['judge_cost_usd']:.4f}"
+                      + (f" (+{unpriced} calls with no known price)" if unpriced else ""))
+    all_rows = result.metrics.to_pylist()
+    raw = {(r["metric"][:-4], r["slice"]): r["value"] for r in all_rows
+           if r["metric"].endswith(".raw")}
+    rows = [r for r in all_rows
+            if (rc.runner.summary_slices or r["slice"] == "all")
+            and not r["metric"].endswith((".raw", ".filter_effect"))]
+    if rows:
+        mt = Table(title="metrics (raw: before filters)", title_justify="left",
+                   header_style="bold")
+        for col in ("metric", "slice", "value", "95% CI", "raw", "n", "excluded", "judged",
+                    "unscored"):
+            left = col in ("metric", "slice")
+            mt.add_column(col, justify="left" if left else "right", no_wrap=col != "slice")
+        for r in rows:
+            ci = (f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
+                  if r["ci_low"] is not None else "")
+            raw_value = raw.get((r["metric"], r["slice"]), None)
+            mt.add_row(r["metric"], r["slice"], _num(r["value"]), ci,
+                       _num(raw_value) if (r["metric"], r["slice"]) in raw else "",
+                       *(_num(r[k]) for k in ("n_attempted", "n_excluded", "n_judged",
+                                             "n_unscored")))
+        console.print(mt)
+        hidden = sum(1 for r in all_rows if r["slice"] != "all") if not \
+            rc.runner.summary_slices else 0
+        if hidden:
+            console.print(f"[dim]{hidden} per-slice rows not shown (runner.summary_slices=true,"
+                          " or query the metrics table)[/]")
+    for a in result.alerts.to_pylist():
+        style = {"error": "bold red", "warning": "yellow"}.get(a["severity"], "cyan")
+        console.print(f"[{style}]alert {a['severity']}[/]: {a['message']}")
+    if rejects.num_rows:
+        first = rejects.slice(0, 3).to_pylist()
+        for r in first:
+            console.print(f"[yellow]rejected[/] {r['location']}: {r['reason']}")
+        if rejects.num_rows > 3:
+            console.print(f"[dim]… and {rejects.num_rows - 3} more in the rejects table[/]")
+    console.print(f"written to {result.run_dir}/ · evalkit query \"SELECT * FROM metrics "
+                  f"WHERE run_id = '{result.run_id}'\"", soft_wrap=True)

@@ -1,0 +1,1 @@
+"""Built-in sources: JSONL (plain or gzip) and CSV files."""
