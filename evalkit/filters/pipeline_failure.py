@@ -1,21 +1,35 @@
 """``pipeline_failure``: sets aside outputs that are not completions, so no judge scores
 (or bills for) an infrastructure failure: an error level, a null or empty output, a logged
-request envelope, an HTTP error body, or a status message matching a pattern."""
+request envelope, a null completion object, an HTTP error body, or a status message matching
+a pattern.
+
+The checks are vectorised (Arrow compute); JSON is parsed only for the rows a cheap regex
+hint picked out. :func:`failure_reasons` is shared with the ``pipeline_failure`` judge."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# cheap candidate tests, confirmed by parsing only the rows they match
-_ENVELOPE_HINT = r'^\s*\{.*"(rawRequest|raw_request|request)"\s*:'
-_HTTP_ERROR_JSON = r'^\s*\{\s*"(error|detail|errors)"\s*:'
+# cheap candidate tests (RE2), confirmed by parsing only the rows they match; (?s) because
+# a pretty-printed envelope spans lines. A leading quote is a JSON string holding JSON.
+_ENVELOPE_HINT = r'(?s)^\s*"?\{.*(rawRequest|raw_request|request)\\?"\s*:'
+_NULL_COMPLETION_HINT = r'(?s)^\s*"?\{.*completion\\?"\s*:\s*null'
+_HTTP_ERROR_JSON = r'^\s*"?\{\s*\\?"(error|detail|errors)\\?"\s*:'
+_HTML_HINT = r"(?i)^\s*<(!doctype|html)"
 _HTTP_ERROR_HTML = r"(?is)^\s*(<!doctype html|<html).{0,400}\b(4\d\d|5\d\d)\b"
+_REQUEST_KEYS = ("rawRequest", "raw_request", "request")
 _COMPLETION_KEYS = ("completion", "content", "text", "output", "choices", "message")
+# keys an SDK logs beside a completion that say nothing about whether there was one
+_BOOKKEEPING_KEYS = ("reasoning", "usage", "model", "id", "finish_reason", "metadata",
+                     "created", "object", "latency", "cost")
+_REASON_LIMIT = 200
 
 
 @dataclass(frozen=True)
@@ -23,29 +37,70 @@ class PipelineFailureConfig:
     levels: list[str] = field(default_factory=lambda: ["ERROR"])  # levels that mean failure
     empty_output: bool = True  # a null or whitespace-only output is a failure
     request_envelope: bool = True  # JSON output with a raw request and no completion
+    null_completion: bool = True  # JSON output whose completion is null and nothing else set
     http_error: bool = True  # output that is an HTTP error body (JSON error object, error page)
-    status_message_pattern: str | None = None  # regex on status_message meaning failure
+    status_message_pattern: str | None = None  # regex (RE2) on status_message meaning failure
 
     def validate(self) -> None:
         if self.status_message_pattern is not None:
-            try:
-                re.compile(self.status_message_pattern)
-            except re.error as exc:
-                raise ValueError(f"status_message_pattern: not a valid regex ({exc})") from None
+            check_re2(self.status_message_pattern, "status_message_pattern")
+
+
+def check_re2(pattern: str, key: str) -> None:
+    """Raise ValueError naming ``key`` when ``pattern`` is not a regex Arrow (RE2) accepts."""
+    try:
+        pc.match_substring_regex(pa.array([""]), pattern)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"{key}: {pattern!r} is not a valid RE2 regex ({exc}); RE2 has no "
+                         "backreferences or look-around") from None
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """``text`` parsed as a JSON object, unwrapping one level of JSON-string encoding (an
+    output logged as ``"{\\"completion\\": null, ...}"``); ``None`` otherwise."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(obj, str) and obj.lstrip()[:1] == "{":
+        try:
+            obj = json.loads(obj)
+        except ValueError:
+            return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, list, dict)) and not value)
+
+
+def _has_request(obj: dict[str, Any]) -> bool:
+    for key in _REQUEST_KEYS:
+        value = obj.get(key)
+        if isinstance(value, dict) and value:
+            return True
+        if isinstance(value, str) and _json_object(value):
+            return True
+    return False
 
 
 def is_request_envelope(text: str) -> bool:
     """True for logged SDK envelopes such as
-    ``{"completion": null, "reasoning": null, "rawRequest": {...}}``: a request, no answer."""
-    try:
-        obj = json.loads(text)
-    except ValueError:
+    ``{"completion": null, "reasoning": null, "rawRequest": {...}}``: a request object (or
+    JSON text of one) and no completion."""
+    obj = _json_object(text)
+    if obj is None or not _has_request(obj):
         return False
-    if not isinstance(obj, dict):
+    return all(_empty(obj.get(k)) for k in _COMPLETION_KEYS)
+
+
+def is_null_completion(text: str) -> bool:
+    """True for ``{"completion": null, "reasoning": null}``: a completion field that is
+    explicitly null and nothing else of substance beside it."""
+    obj = _json_object(text)
+    if obj is None or "completion" not in obj:
         return False
-    if not any(k in obj for k in ("rawRequest", "raw_request", "request")):
-        return False
-    return all(obj.get(k) in (None, "", [], {}) for k in _COMPLETION_KEYS)
+    return all(_empty(v) for k, v in obj.items() if k not in _BOOKKEEPING_KEYS)
 
 
 def is_http_error_body(text: str) -> bool:
@@ -53,24 +108,68 @@ def is_http_error_body(text: str) -> bool:
     beside it, or an HTML error page."""
     if re.match(_HTTP_ERROR_HTML, text):
         return True
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return False
-    return (isinstance(obj, dict) and any(obj.get(k) for k in ("error", "detail", "errors"))
-            and not any(obj.get(k) for k in _COMPLETION_KEYS))
+    obj = _json_object(text)
+    return (obj is not None and any(obj.get(k) for k in ("error", "detail", "errors"))
+            and all(_empty(obj.get(k)) for k in _COMPLETION_KEYS))
 
 
-def _confirm(output: pa.Array, hint: pa.Array, check) -> pa.Array:
+def _confirm(output: pa.Array | pa.ChunkedArray, hint: pa.Array,
+             check: Callable[[str], bool]) -> pa.Array:
     """Run the exact ``check`` only where the vectorised ``hint`` matched."""
-    idx = pc.indices_nonzero(pc.fill_null(hint, False)).to_pylist()
-    if not idx:
-        return pa.array([False] * len(output))
+    idx = pc.indices_nonzero(pc.fill_null(hint, False))
     flags = [False] * len(output)
-    texts = output.take(pa.array(idx)).to_pylist()
-    for i, text in zip(idx, texts):
-        flags[i] = bool(text) and check(text)
-    return pa.array(flags)
+    if len(idx):
+        for i, text in zip(idx.to_pylist(), output.take(idx).to_pylist(), strict=True):
+            flags[i] = bool(text) and check(text)
+    return pa.array(flags, pa.bool_())
+
+
+def failure_reasons(data: pa.RecordBatch | pa.Table, cfg: PipelineFailureConfig) -> pa.Array:
+    """One string per row of ``data``: why its output is not a completion, or null."""
+    n = data.num_rows
+    output = data.column("output")
+    reason: Any = pa.nulls(n, pa.string())
+
+    def first(cond: Any, why: Any) -> None:
+        nonlocal reason
+        cond = pc.fill_null(cond, False)
+        reason = pc.if_else(pc.and_(pc.is_null(reason), cond), why, reason)
+
+    if cfg.levels:
+        level = pc.utf8_upper(data.column("level"))
+        msg = pc.utf8_slice_codeunits(pc.fill_null(data.column("status_message"), ""), 0,
+                                      _REASON_LIMIT)
+        why = pc.binary_join_element_wise("level=", level, ": ", msg, "")
+        first(pc.is_in(level, pa.array([lv.upper() for lv in cfg.levels])),
+              pc.utf8_rtrim(why, characters=": "))
+    if cfg.empty_output:
+        first(pc.is_null(output), "output is null (no completion)")
+        first(pc.equal(pc.utf8_trim_whitespace(output), ""), "output is empty")
+    if cfg.request_envelope or cfg.null_completion or cfg.http_error:
+        # only JSON-ish or HTML-ish outputs can be any of these; test the rest no further
+        still = pc.is_null(reason)
+        if cfg.request_envelope:
+            hint = pc.and_(still, pc.match_substring_regex(output, _ENVELOPE_HINT))
+            first(_confirm(output, hint, is_request_envelope),
+                  "output is a logged request envelope, not a completion")
+        if cfg.null_completion:
+            hint = pc.and_(pc.is_null(reason),
+                           pc.match_substring_regex(output, _NULL_COMPLETION_HINT))
+            first(_confirm(output, hint, is_null_completion),
+                  "output is a completion object whose completion is null")
+        if cfg.http_error:
+            hint = pc.and_(pc.is_null(reason),
+                           pc.or_(pc.match_substring_regex(output, _HTTP_ERROR_JSON),
+                                  pc.match_substring_regex(output, _HTML_HINT)))
+            first(_confirm(output, hint, is_http_error_body), "output is an HTTP error body")
+    if cfg.status_message_pattern:
+        sm = data.column("status_message")
+        first(pc.match_substring_regex(sm, cfg.status_message_pattern),
+              pc.binary_join_element_wise("status message matches pattern: ",
+                                          pc.utf8_slice_codeunits(sm, 0, _REASON_LIMIT), ""))
+    if isinstance(reason, pa.ChunkedArray):
+        reason = reason.combine_chunks()
+    return reason
 
 
 class PipelineFailureFilter:
@@ -82,37 +181,5 @@ class PipelineFailureFilter:
         self.config = config
 
     def mark(self, batch: pa.RecordBatch) -> pa.Array:
-        cfg = self.config
-        n = batch.num_rows
-        output = batch.column("output")
-        reason = pa.nulls(n, pa.string())
-
-        def first(cond: pa.Array, why: pa.Array | str) -> None:
-            nonlocal reason
-            cond = pc.fill_null(cond, False)
-            reason = pc.if_else(pc.and_(pc.is_null(reason), cond), why, reason)
-
-        if cfg.levels:
-            level = pc.utf8_upper(batch.column("level"))
-            msg = pc.utf8_slice_codeunits(pc.fill_null(batch.column("status_message"), ""), 0,
-                                          200)
-            why = pc.binary_join_element_wise("level=", level, ": ", msg, "")
-            first(pc.is_in(level, pa.array([lv.upper() for lv in cfg.levels])),
-                  pc.utf8_rtrim(why, characters=": "))
-        if cfg.empty_output:
-            first(pc.is_null(output), "output is null (no completion)")
-            first(pc.equal(pc.utf8_trim_whitespace(output), ""), "output is empty")
-        if cfg.request_envelope:
-            hint = pc.match_substring_regex(output, _ENVELOPE_HINT)
-            first(_confirm(output, hint, is_request_envelope),
-                  "output is a logged request envelope, not a completion")
-        if cfg.http_error:
-            hint = pc.or_(pc.match_substring_regex(output, _HTTP_ERROR_JSON),
-                          pc.match_substring_regex(output, r"(?i)^\s*<(!doctype|html)"))
-            first(_confirm(output, hint, is_http_error_body), "output is an HTTP error body")
-        if cfg.status_message_pattern:
-            sm = batch.column("status_message")
-            first(pc.match_substring_regex(sm, cfg.status_message_pattern),
-                  pc.binary_join_element_wise("status message matches pattern: ",
-                                              pc.utf8_slice_codeunits(sm, 0, 200), ""))
-        return reason
+        """The failure reason of each row, or null for a genuine completion."""
+        return failure_reasons(batch, self.config)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.metrics._stats import bootstrap_ci, check_slice_by, slices
+from evalkit.metrics._stats import bootstrap_ci_bounded, check_slice_by, slices
 
 
 @dataclass(frozen=True)
@@ -30,13 +30,13 @@ class JudgeMetricConfig:
 
 def judged_table(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
     """One row per record: slice columns, ``excluded_by``, and the judge's ``value``,
-    ``passed`` and ``status`` (null when the judge left no judgment)."""
+    ``passed``, ``label`` and ``status`` (null when the judge left no judgment)."""
     cols = ", ".join(f'r."{c}"' for c in dict.fromkeys(["excluded_by", *slice_by]))
     return con.execute(
-        f"SELECT r.record_id, {cols}, j.value, j.passed, j.status FROM records r "
+        f"SELECT r.record_id, {cols}, j.value, j.passed, j.label, j.status FROM records r "
         "LEFT JOIN (SELECT record_id, any_value(value) AS value, any_value(passed) AS passed, "
-        "any_value(status) AS status FROM judgments WHERE judge = ? GROUP BY record_id) j "
-        "USING (record_id)", [judge]).to_arrow_table()
+        "any_value(label) AS label, any_value(status) AS status FROM judgments "
+        "WHERE judge = ? GROUP BY record_id) j USING (record_id)", [judge]).to_arrow_table()
 
 
 def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
@@ -62,8 +62,13 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
         if not cfg.raw:
             continue
         raw_vals = values.filter(usable)
+        raw_details: dict[str, Any] = {"what": what + ", over all records before filters"}
+        if n_exc and len(raw_vals) == len(inc_vals):
+            raw_details["note"] = ("no excluded record has a usable value (the judge skips "
+                                   "excluded records), so raw covers the same records as "
+                                   "filtered")
         raw = _row(f"{name}.raw", label, raw_vals, n, n_exc, n - len(raw_vals), cfg,
-                   {"what": what + ", over all records before filters"})
+                   raw_details)
         rows.append(raw)
         by_filter = {}
         for f in pc.unique(part.column("excluded_by")).to_pylist():
@@ -91,7 +96,8 @@ def _row(metric: str, label: str, values: pa.Array, n: int, n_exc: int, n_unscor
     value = float(arr.mean()) if len(arr) else None
     if value is None and "undefined" not in details:
         details = {**details, "undefined": "no scored records in this slice"}
-    lo, hi = bootstrap_ci(arr, n_boot=cfg.n_boot, seed=cfg.seed, confidence=cfg.confidence)
+    lo, hi = bootstrap_ci_bounded(arr, n_boot=cfg.n_boot, seed=cfg.seed,
+                                  confidence=cfg.confidence)
     return {"metric": metric, "slice": label, "value": value, "ci_low": lo, "ci_high": hi,
             "n_attempted": n, "n_excluded": n_exc, "n_judged": len(arr),
             "n_unscored": n_unscored, "details": details}

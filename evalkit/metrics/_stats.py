@@ -57,3 +57,35 @@ def slices(table: pa.Table, slice_by: list[str]) -> Iterator[tuple[str, pa.Table
             mask = pc.is_null(column) if value is None else pc.equal(column, value)
             yield f"{col}={'null' if value is None else value}", table.filter(
                 pc.fill_null(mask, False))
+
+
+def bootstrap_ci_bounded(
+    values: np.ndarray,
+    stat: Callable[[np.ndarray], float] = np.mean,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    max_cells: int = 4_000_000,
+) -> tuple[float | None, float | None]:
+    """:func:`bootstrap_ci` with memory bounded by ``max_cells`` resample indices at a time
+    (drawn in chunks of resamples), so a million values do not allocate ``n_boot`` × n
+    indices at once. Same interval definition; ``(None, None)`` under the same conditions."""
+    n = len(values)
+    if n < 2 or n_boot <= 0:
+        return None, None
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(n_boot, max_cells // n))
+    stats = []
+    for start in range(0, n_boot, chunk):
+        idx = rng.integers(0, n, size=(min(chunk, n_boot - start), n))
+        if values.ndim == 1 and stat is np.mean:
+            stats.append(values[idx].mean(axis=1))
+        else:
+            stats.append(np.array([stat(values[i]) for i in idx]))
+    boot = np.concatenate(stats)
+    boot = boot[~np.isnan(boot)]
+    if not len(boot):
+        return None, None
+    alpha = (1.0 - confidence) / 2
+    lo, hi = np.quantile(boot, [alpha, 1 - alpha])
+    return float(lo), float(hi)

@@ -14,11 +14,20 @@ from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
 @dataclass(frozen=True)
 class RateConfig(JudgeMetricConfig):
     threshold: float | None = None  # flagged when value >= threshold; null: when passed is false
+    labels: list[str] | None = None  # instead: flagged when the judgment's label is one of these
+
+    def validate(self) -> None:
+        super().validate()
+        if self.labels is not None and self.threshold is not None:
+            raise ValueError("set threshold or labels, not both")
+        if self.labels is not None and not self.labels:
+            raise ValueError("labels: an empty list flags nothing; leave it null")
 
 
 class RateMetric:
-    """Share of scored records flagged: ``value >= threshold`` or, without a threshold,
-    ``passed = false``. Unscored records (errors, skips) stay out of the denominator."""
+    """Share of scored records flagged: ``value >= threshold``, a label in ``labels``, or
+    (by default) ``passed = false``. Unscored records (errors, skips, no verdict) stay out of
+    the denominator."""
 
     Config = RateConfig
     higher_is_better = False
@@ -32,13 +41,21 @@ class RateMetric:
 
         def score(t: pa.Table) -> pa.Array:
             ok = pc.fill_null(pc.equal(t.column("status"), "ok"), False)
-            if cfg.threshold is None:
+            if cfg.labels is not None:
+                label = t.column("label")
+                flag = pc.if_else(pc.is_null(label), pa.scalar(None, pa.bool_()),
+                                  pc.is_in(label, pa.array(list(cfg.labels), pa.string())))
+            elif cfg.threshold is None:
                 flag = pc.invert(t.column("passed"))
             else:
                 flag = pc.greater_equal(t.column("value"), cfg.threshold)
             flag = pc.cast(flag, pa.float64())
             return pc.if_else(ok, flag, pa.scalar(None, pa.float64()))
 
-        what = (f"share of judge '{cfg.judge}' values >= {cfg.threshold}"
-                if cfg.threshold is not None else f"share of judge '{cfg.judge}' not passed")
+        if cfg.labels is not None:
+            what = f"share of judge '{cfg.judge}' labels in {list(cfg.labels)}"
+        elif cfg.threshold is not None:
+            what = f"share of judge '{cfg.judge}' values >= {cfg.threshold}"
+        else:
+            what = f"share of judge '{cfg.judge}' not passed"
         return judge_metric_rows(con, cfg, self.name, score, what)

@@ -1,0 +1,88 @@
+"""Shared pieces of the deterministic judges: reading a cell as JSON, and building the
+judgments table from per-row columns."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalkit.results.schemas import json_text
+
+_TRUE_LABEL = "pass"
+_FALSE_LABEL = "fail"
+
+
+def parse_json(text: str | None, unwrap: bool = True) -> tuple[bool, Any]:
+    """``(True, value)`` when ``text`` is JSON, else ``(False, None)``. With ``unwrap``, a
+    JSON string that itself holds a JSON object or array (double-encoded logging) is parsed
+    once more."""
+    if text is None:
+        return False, None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False, None
+    if unwrap and isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    return True, value
+
+
+def strip_code_fence(text: str) -> str:
+    """The body of a Markdown code block (```json … ```) when ``text`` is one, else ``text``."""
+    s = text.strip()
+    if s.startswith("```") and s.endswith("```") and len(s) >= 6:
+        body = s[3:-3]
+        first_newline = body.find("\n")
+        if first_newline != -1 and body[:first_newline].strip().isalnum():
+            body = body[first_newline + 1:]  # drop the info string (json, yaml, …)
+        elif first_newline != -1 and not body[:first_newline].strip():
+            body = body[first_newline + 1:]
+        return body.strip()
+    return text
+
+
+def check_columns(table: pa.Table, columns: Sequence[str], judge: str) -> None:
+    """Raise ValueError when a configured column is missing from the records."""
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise ValueError(f"judge '{judge}': no record column {missing}")
+
+
+def _arr(values: Any, typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    return pa.array(values, typ)
+
+
+def verdicts(record_ids: Any, passed: Any, *, value: Any = None, labels: Any = None,
+             pass_label: str = _TRUE_LABEL, fail_label: str = _FALSE_LABEL,
+             status: Any = None, explanation: Any = None, error: Any = None,
+             details: Sequence[Any] | None = None) -> pa.Table:
+    """A judgments table from per-row columns (Arrow arrays or lists): ``value`` defaults to
+    1.0 for passed and 0.0 for failed (null when ``passed`` is null), ``label`` to
+    ``pass_label``/``fail_label``, ``status`` to ``ok``."""
+    passed = _arr(passed, pa.bool_())
+    n = len(passed)
+    cols: dict[str, Any] = {
+        "record_id": record_ids,
+        "value": pc.cast(passed, pa.float64()) if value is None else _arr(value, pa.float64()),
+        "passed": passed,
+        "label": pc.if_else(passed, pass_label, fail_label) if labels is None
+        else _arr(labels, pa.string()),
+        "status": pa.array(["ok"] * n, pa.string()) if status is None
+        else _arr(status, pa.string()),
+    }
+    if explanation is not None:
+        cols["explanation"] = _arr(explanation, pa.string())
+    if error is not None:
+        cols["error"] = _arr(error, pa.string())
+    if details is not None:
+        cols["details"] = pa.array([json_text(d) for d in details], pa.string())
+    return pa.table(cols)

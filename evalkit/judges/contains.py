@@ -1,0 +1,87 @@
+"""``contains``: does a column (the output by default) contain given substrings, or the
+record's own reference? Fixed substrings are tested vectorised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalkit.judges._det import verdicts
+from evalkit.results.schemas import RECORDS
+
+_MODES = ("any", "all")
+
+
+def _text_column(name: str, key: str) -> None:
+    if name not in RECORDS.names or not pa.types.is_string(RECORDS.field(name).type):
+        raise ValueError(f"{key}: {name!r} is not a text record column")
+
+
+@dataclass(frozen=True)
+class ContainsConfig:
+    values: list[str] = field(default_factory=list)  # substrings to look for
+    reference_column: str | None = None  # also look for this record column's text
+    column: str = "output"  # record column searched
+    mode: str = "any"  # any: one is enough; all: every one must be there
+    ignore_case: bool = False  # case-insensitive comparison
+    expect: bool = True  # false: passed when the condition does NOT hold (forbidden text)
+
+    def validate(self) -> None:
+        if not self.values and self.reference_column is None:
+            raise ValueError("set values (substrings) or reference_column")
+        if self.mode not in _MODES:
+            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(_MODES)}")
+        _text_column(self.column, "column")
+        if self.reference_column is not None:
+            _text_column(self.reference_column, "reference_column")
+
+
+class ContainsJudge:
+    """value: share of the needles found (0..1); ``passed``: the ``mode`` condition holds
+    (inverted when ``expect`` is false). A null searched cell, or a null reference when
+    that is the only needle, is an error judgment."""
+
+    Config = ContainsConfig
+
+    def __init__(self, name: str, config: ContainsConfig, ctx: object) -> None:
+        self.config = config
+
+    def judge(self, table: pa.Table) -> pa.Table:
+        """One judgment per record."""
+        cfg = self.config
+        text = table.column(cfg.column)
+        n = table.num_rows
+        found = np.zeros(n)
+        needles = np.zeros(n)
+        for value in cfg.values:
+            hit = pc.match_substring(text, value, ignore_case=cfg.ignore_case)
+            found += np.asarray(pc.fill_null(hit, False), dtype=float)
+            needles += 1
+        if cfg.reference_column is not None:
+            fold = str.casefold if cfg.ignore_case else (lambda s: s)
+            refs = table.column(cfg.reference_column).to_pylist()
+            for i, (t, r) in enumerate(zip(text.to_pylist(), refs, strict=True)):
+                if r is not None:
+                    needles[i] += 1
+                    found[i] += t is not None and fold(r) in fold(t)
+        errors = [
+            f"{cfg.column} is null" if t is None else
+            f"{cfg.reference_column} is null: nothing to look for" if k == 0 else None
+            for t, k in zip(text.to_pylist(), needles, strict=True)
+        ]
+        ok = np.array([e is None for e in errors])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(needles > 0, found / needles, np.nan)
+        holds = found > 0 if cfg.mode == "any" else found == needles
+        passed = holds if cfg.expect else ~holds
+        return verdicts(
+            table.column("record_id"),
+            pa.array(passed, mask=~ok),
+            value=pa.array(share, mask=~ok),
+            labels=pa.array(np.where(holds, "contains", "missing"), mask=~ok),
+            status=["ok" if e is None else "error" for e in errors],
+            error=errors,
+        )

@@ -1,0 +1,133 @@
+"""``crosstab``: a judge's verdict (flagged or not, or its label) against a record column,
+e.g. flagged × ``level`` (how many flags fall on failed calls) or failure mode × ``model``,
+optionally among the records another judge flagged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalkit.metrics._stats import SLICEABLE, bootstrap_ci_bounded
+
+_OF = ("flag", "label")
+
+
+@dataclass(frozen=True)
+class CrosstabConfig:
+    judge: str = "???"  # the judge (or imported score) whose verdicts are tabulated
+    by: str = "???"  # the record column to cross them with (level, model, …)
+    of: str = "flag"  # flag: flagged / not_flagged; label: the judgment's label
+    threshold: float | None = None  # flagged when value >= threshold; null: when passed is false
+    flagged_by: str | None = None  # only records this judge flagged (e.g. a hallucination judge)
+    flagged_threshold: float | None = None  # flagged_by's threshold; null: passed is false
+    include_excluded: bool = True  # count records the filters set aside too
+    n_boot: int = 1000  # bootstrap resamples for the 95% CI of each share (0: none)
+    seed: int = 0  # bootstrap seed
+    confidence: float = 0.95  # CI level
+
+    def validate(self) -> None:
+        if self.of not in _OF:
+            raise ValueError(f"of: {self.of!r} is not one of {', '.join(_OF)}")
+        if self.by not in SLICEABLE:
+            raise ValueError(f"by: {self.by!r} is not a record column; choose from "
+                             f"{', '.join(SLICEABLE)}")
+        if self.of == "label" and self.threshold is not None:
+            raise ValueError("threshold: only used with of=flag")
+        if self.flagged_threshold is not None and self.flagged_by is None:
+            raise ValueError("flagged_threshold: set flagged_by too")
+
+
+def _flag_sql(alias: str, threshold: float | None) -> str:
+    """SQL: true/false when the judgment says flagged/not, null when it gives no verdict."""
+    ok = f"{alias}.status = 'ok'"
+    if threshold is None:
+        return f"CASE WHEN {ok} THEN NOT {alias}.passed END"
+    return f"CASE WHEN {ok} THEN {alias}.value >= {float(threshold)!r} END"
+
+
+def _one(judge_alias: str) -> str:
+    return (f"(SELECT record_id, any_value(value) AS value, any_value(passed) AS passed, "
+            f"any_value(status) AS status, any_value(label) AS label FROM judgments "
+            f"WHERE judge = ? GROUP BY record_id) {judge_alias}")
+
+
+class CrosstabMetric:
+    """One row per (category, slice): metric ``NAME.<category>``, slice ``all`` and
+    ``<by>=<value>``; value = the share of the slice's categorised records in that category
+    (its count in ``details``), with a bootstrap CI. Records with no verdict (no judgment,
+    an error, a skip, a null label) are ``n_unscored``."""
+
+    Config = CrosstabConfig
+    higher_is_better = None
+
+    def __init__(self, name: str, config: CrosstabConfig, ctx: object) -> None:
+        self.name = name
+        self.config = config
+
+    def _table(self, con: Any) -> pa.Table:
+        cfg = self.config
+        category = (f"CASE {_flag_sql('j', cfg.threshold)} WHEN true THEN 'flagged' "
+                    "WHEN false THEN 'not_flagged' END" if cfg.of == "flag"
+                    else "CASE WHEN j.status = 'ok' THEN j.label END")
+        params: list[Any] = [cfg.judge]
+        sql = (f'SELECT r.record_id, r."{cfg.by}" AS by_value, r.excluded_by, '
+               f"{category} AS category FROM records r LEFT JOIN {_one('j')} USING (record_id)")
+        where = []
+        if cfg.flagged_by is not None:
+            sql += f" LEFT JOIN {_one('f')} ON f.record_id = r.record_id"
+            params.append(cfg.flagged_by)
+            where.append(f"coalesce({_flag_sql('f', cfg.flagged_threshold)}, false)")
+        if not cfg.include_excluded:
+            where.append("r.excluded_by IS NULL")
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return con.execute(sql, params).to_arrow_table()
+
+    def compute(self, con: Any) -> list[dict[str, Any]]:
+        """The crosstab's rows."""
+        cfg = self.config
+        table = self._table(con)
+        known = con.execute("SELECT count(*) FROM judgments WHERE judge = ?",
+                            [cfg.judge]).fetchone()[0]
+        cats = sorted(c for c in pc.unique(table.column("category")).to_pylist()
+                      if c is not None)
+        if cfg.of == "flag":
+            cats = ["flagged", "not_flagged"]
+        base = {"judge": cfg.judge, "by": cfg.by, "of": cfg.of}
+        if cfg.flagged_by is not None:
+            base["among"] = f"records flagged by '{cfg.flagged_by}'"
+        if not known:
+            return [{"metric": self.name, "slice": "all", "value": None,
+                     "n_attempted": table.num_rows,
+                     "details": {**base, "undefined": f"no judgments from judge "
+                                 f"'{cfg.judge}' in this run"}}]
+        by_values = pc.unique(table.column("by_value")).to_pylist()
+        parts = [("all", table)]
+        for v in sorted(by_values, key=lambda x: (x is None, str(x))):
+            col = table.column("by_value")
+            mask = pc.is_null(col) if v is None else pc.fill_null(pc.equal(col, v), False)
+            parts.append((f"{cfg.by}={'null' if v is None else v}", table.filter(mask)))
+        rows = []
+        for label, part in parts:
+            category = np.asarray(part.column("category").to_pylist(), dtype=object)
+            scored = category != None  # noqa: E711 - elementwise comparison on an array
+            n_exc = pc.sum(pc.is_valid(part.column("excluded_by"))).as_py() or 0
+            n_scored = int(scored.sum())
+            for cat in cats:
+                hits = (category[scored] == cat).astype(float)
+                lo, hi = bootstrap_ci_bounded(hits, n_boot=cfg.n_boot, seed=cfg.seed,
+                                              confidence=cfg.confidence)
+                rows.append({
+                    "metric": f"{self.name}.{cat}", "slice": label,
+                    "value": float(hits.mean()) if n_scored else None,
+                    "ci_low": lo, "ci_high": hi, "n_attempted": part.num_rows,
+                    "n_excluded": n_exc, "n_judged": n_scored,
+                    "n_unscored": part.num_rows - n_scored,
+                    "details": {**base, "category": cat, "count": int(hits.sum()),
+                                "what": f"share of {label} records whose '{cfg.judge}' "
+                                        f"{cfg.of} is {cat}"}})
+        return rows

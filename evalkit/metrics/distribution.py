@@ -1,0 +1,128 @@
+"""``distribution``: the shape of a judge's values (or of a numeric record column such as
+``latency_s``): histogram buckets, mean, p50, p95 and standard deviation, by slice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalkit.metrics._judged import judged_table
+from evalkit.metrics._stats import bootstrap_ci_bounded, check_slice_by, slices
+from evalkit.results.schemas import RECORDS
+
+
+def _numeric_column(name: str) -> bool:
+    return name in RECORDS.names and (pa.types.is_floating(RECORDS.field(name).type)
+                                      or pa.types.is_integer(RECORDS.field(name).type))
+
+
+@dataclass(frozen=True)
+class DistributionConfig:
+    judge: str | None = None  # the judge whose values to describe
+    column: str | None = None  # or a numeric record column (latency_s, cost_usd, …)
+    bins: int = 10  # histogram buckets
+    range: list[float] | None = None  # [low, high] of the buckets; default: the data's range
+    slice_by: list[str] = field(default_factory=list)  # record columns to slice by
+    included_only: bool = True  # false: describe every record, excluded ones too
+    n_boot: int = 1000  # bootstrap resamples for the 95% CIs of mean, p50, p95 (0: none)
+    seed: int = 0  # bootstrap seed
+    confidence: float = 0.95  # CI level
+
+    def validate(self) -> None:
+        if (self.judge is None) == (self.column is None):
+            raise ValueError("set exactly one of judge or column")
+        if self.column is not None and not _numeric_column(self.column):
+            raise ValueError(f"column: {self.column!r} is not a numeric record column")
+        if self.bins < 1:
+            raise ValueError("bins: must be at least 1")
+        if self.range is not None and (len(self.range) != 2 or self.range[0] >= self.range[1]):
+            raise ValueError(f"range: {list(self.range)} must be [low, high] with low < high")
+        check_slice_by(list(self.slice_by))
+
+
+def _p95(a: np.ndarray) -> float:
+    return float(np.quantile(a, 0.95))
+
+
+def _p50(a: np.ndarray) -> float:
+    return float(np.quantile(a, 0.5))
+
+
+class DistributionMetric:
+    """Rows per slice: ``NAME`` (the mean, with the histogram, min, max, p50, p95 and std in
+    ``details``), ``NAME.p50``, ``NAME.p95`` and ``NAME.std``. Judge values count when the
+    judgment's status is ``ok`` and its value is not null."""
+
+    Config = DistributionConfig
+    higher_is_better = None
+
+    def __init__(self, name: str, config: DistributionConfig, ctx: object) -> None:
+        self.name = name
+        self.config = config
+
+    def _table(self, con: Any) -> pa.Table:
+        cfg = self.config
+        if cfg.judge is not None:
+            table = judged_table(con, cfg.judge, list(cfg.slice_by))
+            ok = pc.fill_null(pc.equal(table.column("status"), "ok"), False)
+            values = pc.if_else(ok, table.column("value"), pa.scalar(None, pa.float64()))
+        else:
+            cols = ", ".join(f'"{c}"' for c in dict.fromkeys(["excluded_by", *cfg.slice_by]))
+            table = con.execute(f'SELECT {cols}, CAST("{cfg.column}" AS DOUBLE) AS value '
+                                "FROM records").to_arrow_table()
+            values = table.column("value")
+        return table.set_column(table.schema.get_field_index("value"), "value", values)
+
+    def compute(self, con: Any) -> list[dict[str, Any]]:
+        """The distribution's rows for every slice."""
+        cfg = self.config
+        what = f"judge '{cfg.judge}' values" if cfg.judge else f"record column {cfg.column}"
+        rows: list[dict[str, Any]] = []
+        for label, part in slices(self._table(con), list(cfg.slice_by)):
+            excluded = pc.is_valid(part.column("excluded_by"))
+            n_exc = pc.sum(excluded).as_py() or 0
+            keep = pc.invert(excluded) if cfg.included_only else pa.array(
+                [True] * part.num_rows)
+            usable = pc.and_(keep, pc.is_valid(part.column("value")))
+            arr = np.asarray(part.column("value").filter(usable).to_numpy(), dtype=float)
+            counts = {"n_attempted": part.num_rows, "n_excluded": n_exc,
+                      "n_judged": len(arr),
+                      "n_unscored": (pc.sum(keep).as_py() or 0) - len(arr)}
+            rows.extend(self._rows(label, arr, counts, what))
+        return rows
+
+    def _rows(self, label: str, arr: np.ndarray, counts: dict[str, int],
+              what: str) -> list[dict[str, Any]]:
+        cfg = self.config
+        scope = "included records" if cfg.included_only else "all records"
+        if not len(arr):
+            return [{"metric": self.name, "slice": label, "value": None, **counts,
+                     "details": {"what": f"distribution of {what} over {scope}",
+                                 "undefined": "no values in this slice"}}]
+        low, high = (cfg.range if cfg.range is not None
+                     else (float(arr.min()), float(arr.max())))
+        if low == high:  # every value equal: one bucket around it
+            low, high = low - 0.5, high + 0.5
+        hist, edges = np.histogram(np.clip(arr, low, high), bins=cfg.bins, range=(low, high))
+        buckets = [{"low": float(edges[i]), "high": float(edges[i + 1]),
+                    "count": int(hist[i])} for i in range(cfg.bins)]
+        stats = {"mean": float(arr.mean()), "p50": _p50(arr), "p95": _p95(arr),
+                 "std": float(arr.std(ddof=1)) if len(arr) > 1 else None,
+                 "min": float(arr.min()), "max": float(arr.max())}
+        boot = {"n_boot": cfg.n_boot, "seed": cfg.seed, "confidence": cfg.confidence}
+        clipped = int(((arr < low) | (arr > high)).sum())
+        details = {"what": f"distribution of {what} over {scope}", "histogram": buckets,
+                   **stats, **({"clipped_to_range": clipped} if clipped else {})}
+        out = []
+        for suffix, value, stat in (("", stats["mean"], np.mean), (".p50", stats["p50"], _p50),
+                                    (".p95", stats["p95"], _p95), (".std", stats["std"], None)):
+            lo, hi = bootstrap_ci_bounded(arr, stat, **boot) if stat is not None else (None, None)
+            out.append({"metric": self.name + suffix, "slice": label, "value": value,
+                        "ci_low": lo, "ci_high": hi, **counts,
+                        "details": details if not suffix else {"what": f"{suffix[1:]} of "
+                                                               f"{what} over {scope}"}})
+        return out
