@@ -1,0 +1,191 @@
+"""Statistics over paired scores (two judges, or a judge and human labels).
+
+Each statistic is written once, vectorised over rows: it takes arrays of shape
+``(resamples, n)`` and returns one value per row, NaN where undefined. The point estimate is
+the same function on a single row, and :func:`value` turns its NaN into the reason the
+statistic is undefined (constant scores, no pairs), so a metric row can say why instead of
+holding NaN. Binary inputs are 0/1 floats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+Result = tuple[float | None, str | None]
+Batch = Callable[..., np.ndarray]
+
+
+def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    out = np.full(np.shape(num), np.nan)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
+def pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson's r per row."""
+    da = a - a.mean(axis=1, keepdims=True)
+    db = b - b.mean(axis=1, keepdims=True)
+    den = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
+    return np.clip(_div((da * db).sum(axis=1), den), -1.0, 1.0)
+
+
+def rankdata(x: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties sharing their average rank (``scipy.stats.rankdata``'s default)."""
+    order = np.argsort(x, kind="mergesort")
+    sorted_x = x[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_x)) + 1]  # first index of each tie run
+    ends = np.r_[starts[1:], len(x)]
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    return ranks
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Spearman's rho per row: Pearson's r of the (tie-averaged) ranks."""
+    ra = np.apply_along_axis(rankdata, 1, a)
+    rb = np.apply_along_axis(rankdata, 1, b)
+    return pearson(ra, rb)
+
+
+def percent_agreement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Share of pairs with the same value, per row."""
+    return (x == y).mean(axis=1)
+
+
+def cohen_kappa(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Cohen's kappa of two binary ratings, per row."""
+    p_o = (x == y).mean(axis=1)
+    px, py = x.mean(axis=1), y.mean(axis=1)
+    p_e = px * py + (1 - px) * (1 - py)
+    return _div(p_o - p_e, 1.0 - p_e)
+
+
+def alpha_interval(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Krippendorff's alpha, interval metric, for two raters with no missing values.
+
+    With ``n = 2N`` pooled values the coincidence-matrix form reduces to
+    alpha = 1 − (n − 1)·Σ_i 2(a_i − b_i)² / Σ_{v,w} (v − w)², and
+    Σ_{v,w} (v − w)² = 2n·Σ_v (v − mean)² (Krippendorff 2011)."""
+    pooled = np.concatenate([a, b], axis=1)
+    n = pooled.shape[1]
+    observed = 2.0 * ((a - b) ** 2).sum(axis=1)
+    expected = 2.0 * n * ((pooled - pooled.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    return 1.0 - _div((n - 1) * observed, expected)
+
+
+def alpha_nominal(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Krippendorff's alpha, nominal metric, for two raters giving binary values: as
+    :func:`alpha_interval` with δ = [v ≠ w], where Σ_{v,w} δ = n² − n₀² − n₁²."""
+    n = 2 * x.shape[1]
+    observed = 2.0 * (x != y).sum(axis=1)
+    ones = x.sum(axis=1) + y.sum(axis=1)
+    expected = float(n * n) - ones ** 2 - (n - ones) ** 2
+    return 1.0 - _div((n - 1) * observed, expected)
+
+
+def _counts(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, ...]:
+    tp = ((pred == 1) & (truth == 1)).sum(axis=1).astype(float)
+    fp = ((pred == 1) & (truth == 0)).sum(axis=1).astype(float)
+    fn = ((pred == 0) & (truth == 1)).sum(axis=1).astype(float)
+    return tp, fp, fn
+
+
+def precision(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """tp / (tp + fp) per row; NaN when nothing was predicted positive (scikit-learn
+    returns 0 there, with a warning; a 0 would read as a measured failure)."""
+    tp, fp, _ = _counts(pred, truth)
+    return _div(tp, tp + fp)
+
+
+def recall(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """tp / (tp + fn) per row; NaN when the truth has no positive."""
+    tp, _, fn = _counts(pred, truth)
+    return _div(tp, tp + fn)
+
+
+def f1(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Harmonic mean of precision and recall per row; NaN when either is undefined, 0 when
+    both are 0."""
+    p, r = precision(pred, truth), recall(pred, truth)
+    out = _div(2 * p * r, p + r)
+    out[(p == 0) & (r == 0)] = 0.0
+    return out
+
+
+def confusion(pred: np.ndarray, truth: np.ndarray) -> dict[str, int]:
+    """Binary confusion counts of one row (positive = 1)."""
+    return {"tp": int(np.sum((pred == 1) & (truth == 1))),
+            "fp": int(np.sum((pred == 1) & (truth == 0))),
+            "fn": int(np.sum((pred == 0) & (truth == 1))),
+            "tn": int(np.sum((pred == 0) & (truth == 0)))}
+
+
+def _constant(x: np.ndarray) -> float | None:
+    return float(x[0]) if len(x) and np.all(x == x[0]) else None
+
+
+def why_undefined(stat: str, a: np.ndarray, b: np.ndarray) -> str:
+    """Why ``stat`` is undefined on the single-row inputs ``a`` and ``b``."""
+    if not len(a):
+        return "no pairs"
+    if stat in ("pearson", "spearman") and len(a) < 2:
+        return f"needs at least 2 pairs, got {len(a)}"
+    ca, cb = _constant(a), _constant(b)
+    if stat == "precision":
+        return "precision undefined: the judge flagged no record"
+    if stat == "recall":
+        return "recall undefined: no record is positive in the truth"
+    if stat == "f1":
+        return "f1 undefined: " + ("the judge flagged no record" if not np.any(a == 1)
+                                   else "no record is positive in the truth")
+    if ca is not None and cb is not None:
+        return (f"{stat} undefined: both raters are constant (a = {ca:g}, b = {cb:g} on "
+                "every pair)")
+    if ca is not None or cb is not None:
+        who, val = ("a", ca) if ca is not None else ("b", cb)
+        return f"{stat} undefined: {who} is constant ({val:g} on every pair)"
+    return f"{stat} undefined on these values"
+
+
+def value(stat: str, fn: Batch, *cols: np.ndarray) -> Result:
+    """The point estimate of ``fn`` on 1-D ``cols``, or ``(None, why)``."""
+    if not len(cols[0]):
+        return None, "no pairs"
+    v = float(fn(*(c[None, :] for c in cols))[0])
+    if np.isnan(v):
+        return None, why_undefined(stat, cols[0], cols[1])
+    return v, None
+
+
+def bootstrap(cols: list[np.ndarray], stats: dict[str, Batch], n_boot: int = 1000,
+              seed: int = 0, confidence: float = 0.95,
+              ) -> dict[str, tuple[float | None, float | None]]:
+    """Percentile bootstrap intervals of several row-vectorised statistics over the same
+    resamples of the pairs (``cols`` resampled together). Resamples on which a statistic is
+    undefined are left out of its interval. Resamples are drawn as
+    :func:`evalkit.metrics._stats.bootstrap_ci` draws them, and processed in chunks so
+    memory stays bounded."""
+    n = len(cols[0])
+    if n < 2 or n_boot <= 0 or not stats:
+        return {k: (None, None) for k in stats}
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    chunk = max(1, 2_000_000 // n)
+    results: dict[str, list[np.ndarray]] = {k: [] for k in stats}
+    for start in range(0, n_boot, chunk):
+        part = idx[start:start + chunk]
+        sampled = [c[part] for c in cols]
+        for k, fn in stats.items():
+            results[k].append(fn(*sampled))
+    alpha = (1.0 - confidence) / 2
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for k, parts in results.items():
+        arr = np.concatenate(parts)
+        arr = arr[~np.isnan(arr)]
+        if not len(arr):
+            out[k] = (None, None)
+            continue
+        lo, hi = np.quantile(arr, [alpha, 1 - alpha])
+        out[k] = (float(lo), float(hi))
+    return out

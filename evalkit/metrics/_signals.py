@@ -1,0 +1,207 @@
+"""Per-record signals for metrics: a number per record read from a record column or from a
+judge's judgments, with the reason whenever a record has no usable number.
+
+A signal is named by a short spec, the same in every metric config:
+
+- ``confidence``, ``outcome``, ``human_label``: a record column;
+- ``judge:NAME``: the ``value`` of judge (or imported score) ``NAME``;
+- ``judge:NAME:passed`` / ``judge:NAME:label``: that judgment's ``passed`` or ``label``.
+
+Text (labels, outcomes, booleans as ``true``/``false``) becomes a number through a map
+(``{success: 1, failure: 0}``); text that is not in the map is unusable, never a default
+score. A threshold turns numbers into 0/1 (1 when ``value >= threshold``). Only judgments
+with ``status='ok'`` count; errors and skips are unusable and counted."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from evalkit.metrics._stats import SLICEABLE, slices
+from evalkit.results.schemas import RECORDS
+
+JUDGMENT_FIELDS = ("value", "passed", "label")
+_RECORD_COLUMNS = [f.name for f in RECORDS]
+
+
+@dataclass(frozen=True)
+class SignalSpec:
+    """A parsed signal spec: a record ``column`` or a ``judge`` and the ``field`` read."""
+
+    column: str | None = None
+    judge: str | None = None
+    field: str = "value"
+
+    def describe(self) -> str:
+        return (f"record column '{self.column}'" if self.column
+                else f"judge '{self.judge}' {self.field}")
+
+
+def parse_spec(spec: str, key: str) -> SignalSpec:
+    """Parse ``spec`` (see the module docstring); ``key`` names the config key in errors."""
+    if not spec:
+        raise ValueError(f"{key}: empty; give a record column (e.g. confidence) or "
+                         "judge:NAME[:value|passed|label]")
+    if spec.startswith("judge:"):
+        rest = spec[len("judge:"):]
+        name, sep, fld = rest.rpartition(":")
+        if not sep or fld not in JUDGMENT_FIELDS:
+            name, fld = rest, "value"
+        if not name:
+            raise ValueError(f"{key}: '{spec}' names no judge; write judge:NAME")
+        return SignalSpec(judge=name, field=fld)
+    if spec not in _RECORD_COLUMNS or spec not in SLICEABLE:
+        raise ValueError(f"{key}: '{spec}' is not a scalar record column nor judge:NAME; "
+                         f"columns: {', '.join(SLICEABLE)}")
+    return SignalSpec(column=spec)
+
+
+def check_spec(spec: str | None, key: str, required: bool = True) -> None:
+    """For a Config's ``validate``: ``spec`` must parse (or be null when not ``required``)."""
+    if spec is None:
+        if required:
+            raise ValueError(f"{key}: required; give a record column or judge:NAME")
+        return
+    parse_spec(spec, key)
+
+
+def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None
+              ) -> tuple[float | None, str | None]:
+    """``(number, None)`` or ``(None, why it is unusable)`` for one raw cell."""
+    if raw is None:
+        return None, "missing"
+    if mapping:
+        key = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        if isinstance(raw, float) and raw.is_integer() and key not in mapping:
+            key = str(int(raw))
+        hit = mapping.get(key, mapping.get(key.strip().lower()))
+        if hit is None:
+            hit = next((v for k, v in mapping.items() if k.lower() == key.strip().lower()),
+                       None)
+        if hit is None:
+            return None, f"not in the map: {key[:40]!r}"
+        number = float(hit)
+    elif isinstance(raw, bool):
+        number = 1.0 if raw else 0.0
+    elif isinstance(raw, (int, float)):
+        number = float(raw)
+    else:
+        try:
+            number = float(str(raw))
+        except ValueError:
+            return None, f"not a number and no map: {str(raw)[:40]!r}"
+    if math.isnan(number) or math.isinf(number):
+        return None, f"not finite ({number})"
+    if threshold is not None:
+        number = 1.0 if number >= threshold else 0.0
+    return number, None
+
+
+def _judgment_subquery(judge: str, fields: list[str], alias: str) -> tuple[str, list[Any]]:
+    # one row per record: a judge that left several judgments for a record (a rerun, an
+    # imported and a computed copy) contributes its ok one first; arg_min_null keeps every
+    # field from that same row (arg_min would skip null cells and mix rows)
+    cols = ", ".join(
+        f"arg_min_null({f}, CASE status WHEN 'ok' THEN 0 WHEN 'error' THEN 1 ELSE 2 END) AS {f}"
+        for f in dict.fromkeys(["status", "error", *fields]))
+    return (f"LEFT JOIN (SELECT record_id, {cols} FROM judgments WHERE judge = ? "
+            f"GROUP BY record_id) {alias} USING (record_id)", [judge])
+
+
+def fetch(con: Any, specs: Mapping[str, SignalSpec], columns: list[str],
+          judge_fields: Mapping[str, list[str]] | None = None) -> pa.Table:
+    """One row per record: ``record_id``, ``excluded_by``, the record ``columns`` asked for,
+    and for each signal ``name`` the raw cell (``name``) and, for judges, the judgment
+    ``status`` (``name__status``), ``error`` and any ``judge_fields[name]``."""
+    select = ["r.record_id", "r.excluded_by"]
+    select += [f'r."{c}"' for c in dict.fromkeys(columns) if c not in ("record_id",
+                                                                       "excluded_by")]
+    joins: list[str] = []
+    params: list[Any] = []
+    for i, (name, spec) in enumerate(specs.items()):
+        if spec.column:
+            select.append(f'r."{spec.column}" AS "{name}"')
+            continue
+        alias = f"j{i}"
+        extra = list((judge_fields or {}).get(name, []))
+        sql, p = _judgment_subquery(spec.judge or "", [spec.field, *extra], alias)
+        joins.append(sql)
+        params += p
+        select += [f'{alias}."{spec.field}" AS "{name}"',
+                   f'{alias}.status AS "{name}__status"', f'{alias}.error AS "{name}__error"']
+        select += [f'{alias}."{f}" AS "{name}__{f}"' for f in extra]
+    sql = f"SELECT {', '.join(select)} FROM records r {' '.join(joins)} ORDER BY r.record_id"
+    return con.execute(sql, params).to_arrow_table()
+
+
+def numbers(table: pa.Table, name: str, spec: SignalSpec, mapping: Mapping[str, float],
+            threshold: float | None) -> tuple[np.ndarray, list[str | None]]:
+    """The signal ``name`` of ``table`` (from :func:`fetch`) as floats (NaN when unusable)
+    and, per record, why it is unusable (None when usable)."""
+    raw = table.column(name).to_pylist()
+    status = table.column(f"{name}__status").to_pylist() if spec.judge else None
+    out = np.full(len(raw), np.nan)
+    why: list[str | None] = [None] * len(raw)
+    for i, cell in enumerate(raw):
+        if status is not None and status[i] != "ok":
+            why[i] = (f"no judgment from '{spec.judge}'" if status[i] is None
+                      else f"judgment status {status[i]}")
+            continue
+        number, reason = to_number(cell, mapping, threshold)
+        if number is None:
+            why[i] = f"{spec.describe()} {reason}"
+        else:
+            out[i] = number
+    return out, why
+
+
+def reasons(why: list[str | None], keep: np.ndarray | None = None) -> dict[str, int]:
+    """How many records each unusable-reason accounts for (within ``keep``)."""
+    items = why if keep is None else [w for w, k in zip(why, keep, strict=True) if k]
+    return dict(Counter(w for w in items if w is not None).most_common())
+
+
+def judge_known(con: Any, spec: SignalSpec) -> bool:
+    """Whether the run has any judgment from ``spec``'s judge (always True for a column)."""
+    if spec.column:
+        return True
+    return bool(con.execute("SELECT count(*) FROM judgments WHERE judge = ?",
+                            [spec.judge]).fetchone()[0])
+
+
+def metric_row(metric: str, label: str, value: float | None, ci: tuple[Any, Any],
+               n_attempted: int, n_excluded: int, n_judged: int, n_unscored: int,
+               details: dict[str, Any], undefined: str | None = None) -> dict[str, Any]:
+    """One metric row; an undefined ``value`` is null with ``details['undefined']`` saying
+    why (never NaN, never 0)."""
+    if value is not None and isinstance(value, float) and math.isnan(value):
+        value = None
+    if value is None:
+        details = {**details, "undefined": undefined or details.get("undefined")
+                   or "no usable records in this slice"}
+        ci = (None, None)
+    return {"metric": metric, "slice": label, "value": value, "ci_low": ci[0],
+            "ci_high": ci[1], "n_attempted": n_attempted, "n_excluded": n_excluded,
+            "n_judged": n_judged, "n_unscored": n_unscored, "details": details}
+
+
+def index_slices(table: pa.Table, slice_by: list[str]) -> list[tuple[str, np.ndarray]]:
+    """``slices`` as row-index arrays into ``table`` (so per-record numpy arrays can be
+    sliced alongside)."""
+    indexed = table.select(slice_by).append_column("__i", pa.array(range(table.num_rows),
+                                                                    pa.int64()))
+    return [(label, part.column("__i").to_numpy()) for label, part in
+            slices(indexed, slice_by)]
+
+
+def excluded_mask(table: pa.Table) -> np.ndarray:
+    """True where a filter set the record aside."""
+    return np.asarray(table.column("excluded_by").is_valid().to_numpy(zero_copy_only=False),
+                      dtype=bool)
+
