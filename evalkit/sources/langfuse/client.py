@@ -1,0 +1,173 @@
+"""An async HTTP client for Langfuse's public API: Basic auth from the environment, bounded
+concurrency, retries that honour ``Retry-After``, and typed errors for the answers a reader
+must act on (404: the endpoint or object is not there; 422: the query was too heavy)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from evalkit.errors import SourceError
+
+PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
+SECRET_KEY_ENV = "LANGFUSE_SECRET_KEY"
+HOST_ENV = "LANGFUSE_HOST"
+
+# 524 is Cloudflare's proxy timeout in front of Langfuse Cloud
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 524})
+_MAX_BACKOFF_S = 30.0
+
+
+class NotFound(Exception):
+    """404: the endpoint does not exist on this server generation, or the object does not."""
+
+
+class TooHeavy(Exception):
+    """422: the server gave up on the query (ClickHouse resource limit); ask for less."""
+
+
+@dataclass
+class ClientStats:
+    """What the client did, for the manifest."""
+
+    requests: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    too_heavy: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"requests": self.requests, "retries": self.retries,
+                "rate_limited": self.rate_limited, "too_heavy": self.too_heavy,
+                "by_status": dict(sorted(self.by_status.items()))}
+
+
+def credentials() -> tuple[str, str]:
+    """(public key, secret key) from the environment; the config never holds them."""
+    public, secret = os.environ.get(PUBLIC_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
+    if not public or not secret:
+        missing = [n for n, v in ((PUBLIC_KEY_ENV, public), (SECRET_KEY_ENV, secret)) if not v]
+        raise SourceError(f"langfuse: {' and '.join(missing)} not set; export the project's API "
+                          "keys (Langfuse → Settings → API keys) before running")
+    return public, secret
+
+
+def resolve_host(host: str | None) -> str:
+    """The configured host, else ``$LANGFUSE_HOST``; without a trailing slash."""
+    value = host or os.environ.get(HOST_ENV)
+    if not value:
+        raise SourceError(f"langfuse: no host; set {HOST_ENV} or the config key host "
+                          "(e.g. https://cloud.langfuse.com)")
+    if not value.startswith(("http://", "https://")):
+        raise SourceError(f"langfuse: host {value!r} needs a scheme (https://...)")
+    return value.rstrip("/")
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class LangfuseClient:
+    """One connection pool to one Langfuse host. ``concurrency`` bounds requests in flight
+    across every caller; each request is retried up to ``max_retries`` times on 429, 5xx, 524
+    and transport errors, waiting ``Retry-After`` when the server sends it and an exponential
+    backoff with jitter otherwise."""
+
+    def __init__(self, host: str, concurrency: int = 8, timeout_s: float = 60.0,
+                 max_retries: int = 6, backoff_s: float = 0.5) -> None:
+        self.host = host
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.stats = ClientStats()
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._http = httpx.AsyncClient(
+            base_url=host, auth=httpx.BasicAuth(*credentials()), timeout=timeout_s,
+            limits=httpx.Limits(max_connections=concurrency,
+                                max_keepalive_connections=concurrency),
+            headers={"User-Agent": "evalkit"},
+        )
+
+    async def __aenter__(self) -> LangfuseClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """GET ``path`` and return the parsed JSON body."""
+        return await self.request("GET", path, params=params)
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` as JSON to ``path`` and return the parsed JSON answer."""
+        return await self.request("POST", path, json=body)
+
+    async def request(self, method: str, path: str, params: dict[str, Any] | None = None,
+                      json: Any = None) -> Any:
+        """One call with retries. Raises :class:`NotFound`, :class:`TooHeavy`, or
+        :class:`SourceError` (auth, bad request, retries exhausted)."""
+        params = {k: v for k, v in (params or {}).items() if v is not None}
+        attempt = 0
+        while True:
+            wait: float | None = None
+            try:
+                async with self._semaphore:
+                    self.stats.requests += 1
+                    resp = await self._http.request(method, path, params=params, json=json)
+            except httpx.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                status = resp.status_code
+                self.stats.by_status[str(status)] = self.stats.by_status.get(str(status), 0) + 1
+                if status < 300:
+                    return resp.json()
+                if status == 404:
+                    raise NotFound(f"{method} {path}: 404 {_body(resp)}")
+                if status == 422:
+                    self.stats.too_heavy += 1
+                    raise TooHeavy(f"{method} {path}: 422 {_body(resp)}")
+                if status in (401, 403):
+                    raise SourceError(f"langfuse: {method} {self.host}{path} answered {status}: "
+                                      f"check {PUBLIC_KEY_ENV}, {SECRET_KEY_ENV} and the host "
+                                      "(keys belong to one project and one region)")
+                if status not in _RETRY_STATUSES:
+                    raise SourceError(f"langfuse: {method} {path} answered {status}: "
+                                      f"{_body(resp)}")
+                if status == 429:
+                    self.stats.rate_limited += 1
+                wait = retry_after_s(resp.headers.get("Retry-After"))
+                problem = f"{status} {_body(resp)}"
+            if attempt >= self.max_retries:
+                raise SourceError(f"langfuse: {method} {self.host}{path} failed after "
+                                  f"{attempt + 1} attempts; last: {problem}")
+            if wait is None:
+                wait = min(_MAX_BACKOFF_S, self.backoff_s * 2 ** attempt)
+                wait *= 0.5 + random.random() / 2
+            attempt += 1
+            self.stats.retries += 1
+            await asyncio.sleep(wait)
+
+
+def _body(resp: httpx.Response) -> str:
+    text = resp.text.strip().replace("\n", " ")
+    return text[:300] + ("…" if len(text) > 300 else "")

@@ -1,0 +1,778 @@
+"""``langfuse``: records from a Langfuse project's observations (or traces), and its scores as
+imported judgments.
+
+Two API generations are in the field, and the source reads from both:
+
+- ``v3`` (self-hosted Langfuse v3): page-based ``/traces``, ``/observations`` and
+  ``/v2/scores`` (``page``, ``limit`` ≤ 100, ``meta.totalItems``); pages are fetched in
+  parallel once the first one says how many there are;
+- ``v4`` (Langfuse v4 and Cloud): cursor-based ``/v2/observations`` (``limit`` ≤ 1000, field
+  groups) and ``/v3/scores``; a cursor is sequential, so the window is cut into ``shards``
+  slices read in parallel.
+
+``api: auto`` probes ``/v2/observations`` and falls back to ``v3`` on 404. A 422 (query too
+heavy) halves the page size and goes on. Scores that point at observations the bulk list
+did not return are resolved by id (batched ``id`` filters on v4, one GET per id on v3); the
+ones the server cannot find are rejects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pyarrow as pa
+
+from evalkit.context import RunContext
+from evalkit.errors import SourceError
+from evalkit.results.schemas import RECORDS
+from evalkit.sources._mapping import MAPPABLE, getter
+from evalkit.sources.langfuse import mapping
+from evalkit.sources.langfuse.client import (
+    LangfuseClient,
+    NotFound,
+    TooHeavy,
+    resolve_host,
+)
+from evalkit.sources.langfuse.state import ReadState, last_window_end, spool_name
+
+APIS = ("auto", "v3", "v4")
+READS = ("observations", "traces")
+TYPES = ("SPAN", "GENERATION", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR",
+         "EMBEDDING", "GUARDRAIL")
+LEVELS = ("DEBUG", "DEFAULT", "WARNING", "ERROR")
+PAGE_LIMIT = 100  # page-based endpoints and /v3/scores
+CURSOR_OBSERVATIONS_LIMIT = 1000  # /v2/observations
+_P = "/api/public"
+
+
+@dataclass(frozen=True)
+class LangfuseSourceConfig:
+    host: str | None = None  # Langfuse URL; default $LANGFUSE_HOST
+    api: str = "auto"  # auto (probe), v3 (page-based: self-hosted v3), v4 (cursor: v4, Cloud)
+    read: str = "observations"  # observations (one record each) or traces (one per trace)
+    from_time: str | None = None  # window start, ISO 8601, inclusive; default now - last_days
+    to_time: str | None = None  # window end, exclusive; default now - settle_s
+    last_days: float = 7.0  # length of the default window
+    settle_s: float = 0.0  # leave the newest seconds to the next run (ingestion lag)
+    incremental: bool = False  # start where the last successful run of this experiment ended
+    types: list[str] = field(default_factory=lambda: ["GENERATION"])  # observation types; []: all
+    name: str | None = None  # observation (or trace) name
+    level: str | None = None  # DEBUG, DEFAULT, WARNING or ERROR
+    environment: list[str] = field(default_factory=list)  # any of these environments
+    tags: list[str] = field(default_factory=list)  # traces carrying all of these tags
+    user_id: str | None = None  # traces of this user
+    session_id: str | None = None  # traces of this session (not on v3 observations)
+    import_scores: bool = True  # read the window's scores as judgments (origin=imported)
+    score_names: list[str] = field(default_factory=list)  # only these score names; []: all
+    resolve_score_targets: bool = True  # fetch by id observations scores point at but lists miss
+    resolve_retry_s: float = 5.0  # wait this long and look again for ids not found (lag)
+    fields: dict[str, str] = field(default_factory=dict)  # record column -> path in the object
+    page_size: int | None = None  # items per request; default the endpoint's maximum
+    concurrency: int = 8  # requests in flight
+    shards: int | None = None  # window slices read in parallel on v4; default concurrency
+    timeout_s: float = 60.0  # per request
+    max_retries: int = 6  # per request, on 429, 5xx, 524 and network errors
+    batch_size: int = 5000  # records per batch handed to the runner
+    resume: bool = True  # keep progress under runs/.state and resume an interrupted read
+    progress: bool = True  # print progress to stderr
+    public_key: str | None = None  # never set: keys come from $LANGFUSE_PUBLIC_KEY
+    secret_key: str | None = None  # never set: keys come from $LANGFUSE_SECRET_KEY
+
+    def validate(self) -> None:
+        if self.public_key is not None or self.secret_key is not None:
+            raise ValueError("public_key/secret_key: keys are never read from a config (it is "
+                             "saved with every run); remove them and export "
+                             "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY instead")
+        _one_of("api", self.api, APIS)
+        _one_of("read", self.read, READS)
+        for t in self.types:
+            _one_of("types", t, TYPES)
+        if self.level is not None:
+            _one_of("level", self.level, LEVELS)
+        for key in ("from_time", "to_time"):
+            value = getattr(self, key)
+            if value is not None:
+                try:
+                    mapping.parse_time(value)
+                except ValueError:
+                    raise ValueError(f"{key}: {value!r} is not an ISO-8601 timestamp "
+                                     "(e.g. 2026-05-01T00:00:00Z)") from None
+        if self.from_time and self.to_time and \
+                mapping.parse_time(self.from_time) >= mapping.parse_time(self.to_time):
+            raise ValueError("from_time must be before to_time")
+        for key in ("concurrency", "batch_size"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key}: must be at least 1")
+        if self.page_size is not None and self.page_size < 1:
+            raise ValueError("page_size: must be at least 1")
+        if self.shards is not None and self.shards < 1:
+            raise ValueError("shards: must be at least 1")
+        if self.last_days <= 0:
+            raise ValueError("last_days: must be positive")
+        for col in self.fields:
+            if col not in MAPPABLE:
+                raise ValueError(f"fields.{col}: not a record column; record columns: "
+                                 f"{', '.join(MAPPABLE)}")
+
+
+def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+
+
+@dataclass
+class _Stream:
+    """One paginated listing and how far it got."""
+
+    key: str
+    kind: str  # records or scores
+    path: str
+    params: dict[str, Any]
+    paged: bool
+    limit: int
+    cursor: str | None = None
+    total_items: int | None = None
+    pages_done: list[int] = field(default_factory=list)
+    seq: int = 0
+    done: bool = False
+    failed: str | None = None
+
+    def progress(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items()
+                if k in ("cursor", "total_items", "pages_done", "seq", "done")}
+
+
+class _Stopped(Exception):
+    """The consumer went away; the reader stops."""
+
+
+_TYPE_OF = {f.name: f.type for f in RECORDS}
+_ABSENT = getter("absent")(None)  # what a getter returns when its path is not there
+
+
+def _coerce(col: str, value: Any) -> Any:
+    """A value from a custom ``fields`` path as the type of record column ``col``."""
+    typ = _TYPE_OF[col]
+    if value is None:
+        return None
+    if pa.types.is_string(typ):
+        return mapping.text(value)
+    if isinstance(value, bool):
+        raise ValueError(f"expected a {typ}, got {value!r}")
+    if pa.types.is_floating(typ):
+        return float(value)
+    if pa.types.is_integer(typ):
+        return int(value)
+    if pa.types.is_list(typ):
+        return [mapping.text(v) for v in value] if isinstance(value, list) \
+            else [mapping.text(value)]
+    return mapping.parse_time(value)
+
+
+class LangfuseSource:
+    """Reads a Langfuse project's observations or traces in a time window, with its scores."""
+
+    Config = LangfuseSourceConfig
+
+    def __init__(self, name: str, config: LangfuseSourceConfig, ctx: RunContext) -> None:
+        self.name = name
+        self.config = config
+        self.ctx = ctx
+        self.host: str | None = None
+        self.api: str | None = None
+        self.window: tuple[datetime, datetime] | None = None
+        self.incremental_after: str | None = None
+        self.resumed = False
+        self.complete = False
+        self.stats: dict[str, Any] = {}
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def _identity(self) -> str:
+        """Host and everything that selects data, except the window."""
+        cfg = self.config
+        ident = {"host": self.host, "read": cfg.read, "types": sorted(cfg.types),
+                 "name": cfg.name, "level": cfg.level, "environment": sorted(cfg.environment),
+                 "tags": sorted(cfg.tags), "user_id": cfg.user_id, "session_id": cfg.session_id,
+                 "import_scores": cfg.import_scores, "score_names": sorted(cfg.score_names),
+                 "fields": dict(sorted(cfg.fields.items()))}
+        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+    def _state_key(self) -> str:
+        cfg = self.config
+        window = {"identity": self._identity(), "api": cfg.api, "from": cfg.from_time,
+                  "to": cfg.to_time, "last_days": cfg.last_days, "settle_s": cfg.settle_s,
+                  "incremental": cfg.incremental, "page_size": cfg.page_size,
+                  "shards": cfg.shards or cfg.concurrency}
+        return hashlib.sha256(json.dumps(window, sort_keys=True).encode()).hexdigest()[:16]
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Host, API generation, window and filters (never keys), and what the read did."""
+        cfg = self.config
+        return {
+            "plugin": "langfuse",
+            "host": self.host or cfg.host,
+            "api": self.api,
+            "read": cfg.read,
+            "window": None if self.window is None else
+            {"from": mapping.iso(self.window[0]), "to": mapping.iso(self.window[1])},
+            "filters": {"types": cfg.types, "name": cfg.name, "level": cfg.level,
+                        "environment": cfg.environment, "tags": cfg.tags,
+                        "user_id": cfg.user_id, "session_id": cfg.session_id},
+            "scores": {"import": cfg.import_scores, "names": cfg.score_names},
+            "identity": self._identity() if self.host else None,
+            "incremental_after": self.incremental_after,
+            "resumed": self.resumed,
+            "complete": self.complete,
+            "stats": self.stats,
+        }
+
+    # -- the window ---------------------------------------------------------------------------
+
+    def _resolve_window(self) -> tuple[datetime, datetime]:
+        cfg = self.config
+        now = datetime.now(timezone.utc)
+        end = mapping.parse_time(cfg.to_time) if cfg.to_time else \
+            now - timedelta(seconds=cfg.settle_s)
+        start = mapping.parse_time(cfg.from_time) if cfg.from_time else \
+            end - timedelta(days=cfg.last_days)
+        if cfg.incremental:
+            last = last_window_end(self.ctx.runs_dir, self.ctx.experiment, self._identity())
+            if last is not None:
+                start = mapping.parse_time(last[0])
+                self.incremental_after = last[1]
+        assert start is not None and end is not None
+        return start, max(start, end)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(self) -> Iterator[pa.Table]:
+        """Stream record batches; rejects and imported scores go to the run context."""
+        self.host = resolve_host(self.config.host)
+        items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=8)
+        stop = threading.Event()
+
+        def put(item: tuple[str, Any]) -> None:
+            while True:
+                if stop.is_set():
+                    raise _Stopped
+                try:
+                    items.put(item, timeout=0.2)
+                    return
+                except queue.Full:
+                    continue
+
+        def work() -> None:
+            try:
+                asyncio.run(_Reader(self, put).run())
+            except _Stopped:
+                return
+            except BaseException as exc:  # handed to the consumer, which raises it
+                try:
+                    put(("error", exc))
+                except _Stopped:
+                    return
+            else:
+                try:
+                    put(("end", None))
+                except _Stopped:
+                    return
+
+        thread = threading.Thread(target=work, name=f"langfuse-{self.name}", daemon=True)
+        thread.start()
+        try:
+            while True:
+                kind, payload = items.get()
+                if kind == "records":
+                    yield payload
+                elif kind == "reject":
+                    self.ctx.reject(self.name, *payload)
+                elif kind == "judgments":
+                    self.ctx.import_judgments(payload)
+                elif kind == "error":
+                    raise payload
+                else:
+                    break
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+
+
+class _Reader:
+    """The async side of one read: streams, pages, mapping, resume state, score targets."""
+
+    def __init__(self, source: LangfuseSource, put: Callable[[tuple[str, Any]], None]) -> None:
+        self.src = source
+        self.cfg = source.config
+        self.put = put
+        self.seen: set[str] = set()
+        self.scores: list[dict[str, Any]] = []
+        self.buffer: list[pa.Table] = []
+        self.buffered = 0
+        self.state: ReadState | None = None
+        self.custom = [(col, getter(path)) for col, path in self.cfg.fields.items()]
+        self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,
+                       "scores_read": 0, "scores_imported": 0, "scores_out_of_scope": 0,
+                       "resolved_by_id": 0, "unresolved": 0}
+        self._last_progress = time.monotonic()
+        self.client: LangfuseClient | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        cfg = self.cfg
+        src = self.src
+        async with LangfuseClient(src.host or "", cfg.concurrency, cfg.timeout_s,
+                                  cfg.max_retries) as client:
+            self.client = client
+            try:
+                streams = await self._prepare()
+                await asyncio.gather(*(self._run_stream(s) for s in streams))
+                if cfg.import_scores:
+                    await self._import_scores()
+                self._flush()
+                src.complete = all(s.done and not s.failed for s in streams)
+                if self.state is not None and src.complete:
+                    self.state.clear()
+            finally:
+                src.stats = {**self.counts, **client.stats.as_dict()}
+                if self.state is not None:
+                    self.state.release()
+                self._progress(final=True)
+
+    async def _prepare(self) -> list[_Stream]:
+        cfg, src = self.cfg, self.src
+        saved = None
+        if cfg.resume:
+            state = ReadState(src.ctx.runs_dir, src.ctx.experiment, src._state_key())
+            if state.acquire():
+                self.state = state
+                saved = state.load()
+            else:
+                print(f"langfuse: another process is reading with the same config; reading "
+                      f"without resume state ({state.path})", file=sys.stderr)
+        if saved and not saved.get("complete"):
+            src.api = saved["api"]
+            src.window = (mapping.parse_time(saved["window"][0]),
+                          mapping.parse_time(saved["window"][1]))  # type: ignore[assignment]
+            src.incremental_after = saved.get("incremental_after")
+            streams = self._streams()
+            progress = saved.get("streams", {})
+            for s in streams:
+                for k, v in progress.get(s.key, {}).items():
+                    setattr(s, k, v)
+            src.resumed = True
+            self._replay()
+            assert self.state is not None
+            self.state.data = saved
+            return streams
+        src.window = src._resolve_window()
+        src.api = cfg.api if cfg.api != "auto" else await self._detect()
+        streams = self._streams()
+        if self.state is not None:
+            self.state.start({"api": src.api, "window": [mapping.iso(t) for t in src.window],
+                              "incremental_after": src.incremental_after, "streams": {}})
+        return streams
+
+    async def _detect(self) -> str:
+        assert self.client is not None and self.src.window is not None
+        start, end = self.src.window
+        try:
+            await self.client.get(f"{_P}/v2/observations", {
+                "limit": 1, "fields": "core", "fromStartTime": mapping.iso(start),
+                "toStartTime": mapping.iso(end)})
+        except NotFound:
+            return "v3"
+        return "v4"
+
+    def _replay(self) -> None:
+        """Hand the runner what an interrupted read had already fetched."""
+        assert self.state is not None
+        for table in self.state.spooled_tables("rec-"):
+            self.seen.update(table.column("record_id").to_pylist())
+            self._emit(table)
+        for rows in self.state.spooled_json("sc-"):
+            self.scores.extend(rows)
+        self._flush()
+
+    # -- streams --------------------------------------------------------------------------------
+
+    def _shards(self) -> list[tuple[datetime, datetime]]:
+        assert self.src.window is not None
+        start, end = self.src.window
+        n = self.cfg.shards or self.cfg.concurrency
+        step = (end - start) / n
+        if step <= timedelta(0):
+            return [(start, end)]
+        cuts = [start + step * i for i in range(n)] + [end]
+        return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+    def _streams(self) -> list[_Stream]:
+        cfg, api = self.cfg, self.src.api
+        assert self.src.window is not None
+        start, end = self.src.window
+        out: list[_Stream] = []
+        if api == "v3":
+            limit = min(cfg.page_size or PAGE_LIMIT, PAGE_LIMIT)
+            if cfg.read == "traces":
+                out.append(_Stream("rec-traces", "records", f"{_P}/traces", {
+                    "fields": "core,io,metrics", "userId": cfg.user_id, "name": cfg.name,
+                    "sessionId": cfg.session_id, "tags": cfg.tags or None,
+                    "environment": cfg.environment or None, "fromTimestamp": mapping.iso(start),
+                    "toTimestamp": mapping.iso(end)}, True, limit))
+            else:
+                if cfg.session_id:
+                    raise SourceError("source.session_id: Langfuse v3 cannot filter "
+                                      "observations by session; use read: traces, or api: v4")
+                for t in cfg.types or [None]:
+                    out.append(_Stream(f"rec-{t or 'all'}", "records", f"{_P}/observations",
+                                       self._obs_params(t, start, end, v2=False), True, limit))
+            if cfg.import_scores:
+                for n in cfg.score_names or [None]:
+                    out.append(_Stream(f"sc-{n or 'all'}", "scores", f"{_P}/v2/scores", {
+                        "name": n, "fromTimestamp": mapping.iso(start),
+                        "toTimestamp": mapping.iso(end)}, True, limit))
+            return out
+        obs_limit = min(cfg.page_size or CURSOR_OBSERVATIONS_LIMIT, CURSOR_OBSERVATIONS_LIMIT)
+        score_limit = min(cfg.page_size or PAGE_LIMIT, PAGE_LIMIT)
+        for i, (a, b) in enumerate(self._shards()):
+            if cfg.read == "traces":
+                params = self._obs_params(None, a, b, v2=True)
+                params["isRootObservation"] = "true"
+                out.append(_Stream(f"rec-roots-{i:03d}", "records", f"{_P}/v2/observations",
+                                   params, False, obs_limit))
+            else:
+                for t in cfg.types or [None]:
+                    out.append(_Stream(f"rec-{t or 'all'}-{i:03d}", "records",
+                                       f"{_P}/v2/observations",
+                                       self._obs_params(t, a, b, v2=True), False, obs_limit))
+            if cfg.import_scores:
+                out.append(_Stream(f"sc-{i:03d}", "scores", f"{_P}/v3/scores", {
+                    "name": ",".join(cfg.score_names) or None, "fields": "details,subject",
+                    "fromTimestamp": mapping.iso(a), "toTimestamp": mapping.iso(b)},
+                    False, score_limit))
+        return out
+
+    def _obs_params(self, obs_type: str | None, start: datetime, end: datetime,
+                    v2: bool) -> dict[str, Any]:
+        cfg = self.cfg
+        params: dict[str, Any] = {"fields": mapping.V2_FIELDS} if v2 else {}
+        if not cfg.tags:
+            params.update({"type": obs_type, "name": cfg.name, "userId": cfg.user_id,
+                           "level": cfg.level, "environment": cfg.environment or None,
+                           "fromStartTime": mapping.iso(start),
+                           "toStartTime": mapping.iso(end)})
+            if v2:
+                params["sessionId"] = cfg.session_id
+            return params
+        # tags are only filterable through `filter`, which then replaces every simple param
+        conds: list[dict[str, Any]] = [
+            {"type": "datetime", "column": "startTime", "operator": ">=",
+             "value": mapping.iso(start)},
+            {"type": "datetime", "column": "startTime", "operator": "<",
+             "value": mapping.iso(end)},
+            {"type": "arrayOptions", "column": "tags" if v2 else "traceTags",
+             "operator": "all of", "value": list(cfg.tags)},
+        ]
+        for column, value in (("type", obs_type), ("name", cfg.name), ("userId", cfg.user_id),
+                              ("level", cfg.level),
+                              ("sessionId", cfg.session_id if v2 else None)):
+            if value is not None:
+                conds.append({"type": "string", "column": column, "operator": "=",
+                              "value": value})
+        if cfg.environment:
+            conds.append({"type": "stringOptions", "column": "environment",
+                          "operator": "any of", "value": list(cfg.environment)})
+        params["filter"] = json.dumps(conds)
+        return params
+
+    async def _run_stream(self, st: _Stream) -> None:
+        if st.done:
+            return
+        try:
+            if st.paged:
+                await self._run_paged(st)
+            else:
+                await self._run_cursor(st)
+        except _StreamFailed as exc:
+            st.failed = str(exc)
+            self._reject(f"GET {st.path}", f"stream {st.key} stopped: {exc}", None)
+
+    async def _run_paged(self, st: _Stream) -> None:
+        if st.total_items is None:
+            await self._page(st, 1)
+        assert st.total_items is not None
+        pages = max(1, math.ceil(st.total_items / st.limit))
+        await asyncio.gather(*(self._page(st, p) for p in range(1, pages + 1)
+                               if p not in st.pages_done))
+        st.done = True
+        self._save(st)
+
+    async def _page(self, st: _Stream, page: int) -> None:
+        items = await self._range(st, (page - 1) * st.limit, page * st.limit, st.limit)
+        self._on_page(st, items, page, f"GET {st.path} page {page}")
+        st.pages_done.append(page)
+        self._save(st)
+
+    async def _range(self, st: _Stream, first: int, stop: int, limit: int) -> list[Any]:
+        """Items ``first``..``stop-1`` (0-based) of a page-based listing, asking for
+        ``limit`` per page and halving it on 422."""
+        assert self.client is not None
+        out: list[Any] = []
+        for page in range(first // limit + 1, (stop - 1) // limit + 2):
+            try:
+                body = await self.client.get(st.path, {**st.params, "page": page,
+                                                       "limit": limit})
+            except TooHeavy as exc:
+                if limit == 1:
+                    raise _StreamFailed(f"{exc} even with limit=1") from None
+                out.extend(await self._range(st, max(first, (page - 1) * limit),
+                                             min(stop, page * limit), limit // 2))
+                continue
+            data = _data(body, st.path)
+            meta = body.get("meta") or {}
+            if st.total_items is None:
+                total = meta.get("totalItems")
+                if not isinstance(total, int):
+                    raise _StreamFailed(f"page {page} has no meta.totalItems")
+                st.total_items = total
+            base = (page - 1) * limit
+            out.extend(item for j, item in enumerate(data) if first <= base + j < stop)
+        return out
+
+    async def _run_cursor(self, st: _Stream) -> None:
+        assert self.client is not None
+        limit = st.limit
+        while not st.done:
+            try:
+                body = await self.client.get(st.path, {**st.params, "limit": limit,
+                                                       "cursor": st.cursor})
+            except TooHeavy as exc:
+                if limit == 1:
+                    raise _StreamFailed(f"{exc} even with limit=1") from None
+                limit //= 2
+                continue
+            data = _data(body, st.path)
+            st.seq += 1
+            self._on_page(st, data, st.seq, f"GET {st.path} page {st.seq}")
+            cursor = (body.get("meta") or {}).get("cursor")
+            st.cursor = cursor if cursor else None
+            st.done = st.cursor is None
+            self._save(st)
+
+    def _save(self, st: _Stream) -> None:
+        if self.state is not None:
+            self.state.data.setdefault("streams", {})[st.key] = st.progress()
+            self.state.save()
+
+    # -- pages → records and scores -------------------------------------------------------------
+
+    def _on_page(self, st: _Stream, items: list[Any], page: int, where: str) -> None:
+        self.counts["pages"] += 1
+        if st.kind == "scores":
+            rows = []
+            for i, raw in enumerate(items):
+                try:
+                    rows.append(mapping.score(raw))
+                except (ValueError, TypeError, AttributeError) as exc:
+                    self._reject(f"{where} item {i}", f"malformed score: {exc}", raw)
+            self.counts["scores_read"] += len(rows)
+            self.scores.extend(rows)
+            if self.state is not None:
+                self.state.spool_json(spool_name(st.key, page), rows)
+        else:
+            table = self._records(items, where, as_trace=self.src.api == "v4"
+                                  and self.cfg.read == "traces")
+            if self.state is not None:
+                self.state.spool_table(spool_name(st.key, page), table)
+            self._emit(table)
+        self._progress()
+
+    def _records(self, items: list[Any], where: str, as_trace: bool,
+                 extra: Mapping[str, Any] | None = None) -> pa.Table:
+        rows = []
+        for i, raw in enumerate(items):
+            try:
+                if not isinstance(raw, Mapping):
+                    raise ValueError(f"expected an object, got {type(raw).__name__}")
+                if self.src.api == "v3" and self.cfg.read == "traces":
+                    row = mapping.trace_record(raw)
+                else:
+                    row = mapping.observation_record(raw, as_trace=as_trace, extra=extra)
+                for col, get in self.custom:
+                    value = get(raw)
+                    if value is not _ABSENT:
+                        row[col] = _coerce(col, value)
+            except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+                self._reject(f"{where} item {i}", f"cannot map to a record: {exc}", raw)
+                continue
+            if row["record_id"] in self.seen:
+                # page-based listings shift while new data arrives; the same object twice
+                self.counts["duplicates"] += 1
+                continue
+            self.seen.add(row["record_id"])
+            row["source"] = self.src.name
+            rows.append(row)
+        return _table(rows, self._reject, where)
+
+    def _emit(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        self.counts["records"] += table.num_rows
+        self.buffer.append(table)
+        self.buffered += table.num_rows
+        if self.buffered >= self.cfg.batch_size:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.buffer:
+            self.put(("records", pa.concat_tables(self.buffer, promote_options="default")))
+        self.buffer, self.buffered = [], 0
+
+    def _reject(self, location: str, reason: str, raw: Any) -> None:
+        self.counts["rejected"] += 1
+        text = raw if raw is None or isinstance(raw, str) else \
+            json.dumps(raw, ensure_ascii=False, default=str)
+        self.put(("reject", (location, reason, text)))
+
+    def _progress(self, final: bool = False) -> None:
+        if not self.cfg.progress:
+            return
+        now = time.monotonic()
+        if not final and now - self._last_progress < 2.0:
+            return
+        self._last_progress = now
+        c = self.counts
+        client = self.client.stats if self.client is not None else None
+        retries = f", {client.retries} retries" if client and client.retries else ""
+        print(f"langfuse: {'read' if final else 'reading'}: {c['records']:,} records, "
+              f"{c['scores_read']:,} scores, {c['pages']:,} pages{retries}", file=sys.stderr)
+
+    # -- scores ---------------------------------------------------------------------------------
+
+    async def _import_scores(self) -> None:
+        by_observation = self.cfg.read == "observations"
+        targets: dict[str, list[dict[str, Any]]] = {}
+        for sc in self.scores:
+            rid = sc["observation_id"] if by_observation else (
+                sc["trace_id"] if sc["observation_id"] is None else None)
+            if rid is None:
+                self.counts["scores_out_of_scope"] += 1
+                continue
+            targets.setdefault(rid, []).append(sc)
+        missing = [rid for rid in targets if rid not in self.seen]
+        if missing and by_observation and self.cfg.resolve_score_targets:
+            await self._resolve(missing, targets)
+        rows = []
+        for rid, scs in targets.items():
+            if rid not in self.seen:  # a trace or observation this read does not cover
+                self.counts["scores_out_of_scope"] += len(scs)
+                continue
+            rows.extend(mapping.judgment(sc, rid) for sc in scs)
+        self.counts["scores_imported"] = len(rows)
+        self._flush()
+        if rows:
+            self.put(("judgments", rows))
+
+    async def _resolve(self, missing: list[str], targets: dict[str, list[dict[str, Any]]]
+                       ) -> None:
+        """Fetch observations that scores point at but the bulk listing did not return."""
+        found = await self._fetch_by_id(missing)
+        still = [i for i in missing if i not in found]
+        if still and self.cfg.resolve_retry_s > 0:
+            await asyncio.sleep(self.cfg.resolve_retry_s)  # reads right after writes lag
+            found.update(await self._fetch_by_id(still))
+        in_scope = []
+        for obs_id in missing:
+            obs = found.get(obs_id)
+            if obs is None:
+                self.counts["unresolved"] += 1
+                score_ids = [sc["id"] for sc in targets.pop(obs_id)]
+                self._reject(f"observation {obs_id}", f"referenced by score(s) "
+                             f"{', '.join(score_ids)} but the server does not return it",
+                             json.dumps(score_ids))
+            elif self._matches(obs):
+                in_scope.append(obs)
+            else:
+                self.counts["scores_out_of_scope"] += len(targets.pop(obs_id))
+        if in_scope:
+            table = self._records(in_scope, "observation by id", as_trace=False,
+                                  extra={"resolved_by_id": True})
+            self.counts["resolved_by_id"] += table.num_rows
+            self._emit(table)
+
+    async def _fetch_by_id(self, ids: list[str]) -> dict[str, Any]:
+        assert self.client is not None
+        client = self.client
+        found: dict[str, Any] = {}
+        if self.src.api == "v4":
+            async def batch(chunk: list[str]) -> None:
+                body = await client.get(f"{_P}/v2/observations", {
+                    "fields": mapping.V2_FIELDS, "limit": len(chunk),
+                    "filter": json.dumps([{"type": "stringOptions", "column": "id",
+                                           "operator": "any of", "value": chunk}])})
+                for obs in _data(body, "/v2/observations"):
+                    if isinstance(obs, Mapping) and obs.get("id") in chunk:
+                        found[obs["id"]] = obs
+
+            await asyncio.gather(*(batch(ids[i:i + 100]) for i in range(0, len(ids), 100)))
+        else:
+            async def one(obs_id: str) -> None:
+                try:
+                    found[obs_id] = await client.get(f"{_P}/observations/{obs_id}")
+                except NotFound:
+                    return
+
+            await asyncio.gather(*(one(i) for i in ids))
+        return found
+
+    def _matches(self, obs: Mapping[str, Any]) -> bool:
+        """Whether an observation fetched by id passes the filters it can be checked on."""
+        cfg = self.cfg
+        return ((not cfg.types or obs.get("type") in cfg.types)
+                and (cfg.name is None or obs.get("name") == cfg.name)
+                and (cfg.level is None or obs.get("level") == cfg.level)
+                and (not cfg.environment or obs.get("environment") in cfg.environment))
+
+
+class _StreamFailed(Exception):
+    """A listing cannot go on (422 at the smallest page, a response without its metadata)."""
+
+
+def _data(body: Any, path: str) -> list[Any]:
+    data = body.get("data") if isinstance(body, Mapping) else None
+    if not isinstance(data, list):
+        raise _StreamFailed(f"{path} answered without a data list: {str(body)[:200]}")
+    return data
+
+
+def _table(rows: list[dict[str, Any]], reject: Callable[[str, str, Any], None],
+           where: str) -> pa.Table:
+    """Mapped rows as a record table; rows Arrow cannot convert are rejects."""
+    names = list(dict.fromkeys(k for row in rows for k in row)) or ["record_id"]
+    schema = pa.schema([RECORDS.field(n) for n in names])
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        good = []
+        for row in rows:
+            try:
+                pa.Table.from_pylist([row], schema=schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError,
+                    OverflowError) as exc:
+                reject(f"{where} record {row.get('record_id')}", f"bad value: {exc}", None)
+            else:
+                good.append(row)
+        return pa.Table.from_pylist(good, schema=schema)
+

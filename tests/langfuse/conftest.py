@@ -1,0 +1,90 @@
+"""Fixtures for the Langfuse source and sink: a fake Langfuse server per test (either API
+generation), with keys in the environment, and a helper that runs the source alone."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fake_server import PUBLIC_KEY, SECRET_KEY, FakeLangfuse, make_dataset  # noqa: E402
+
+from evalkit.context import RunContext  # noqa: E402
+from evalkit.results.schemas import RECORDS, conform  # noqa: E402
+from evalkit.sources.langfuse import LangfuseSource, LangfuseSourceConfig  # noqa: E402
+
+WINDOW = (datetime(2026, 5, 1, tzinfo=timezone.utc), datetime(2026, 5, 2, tzinfo=timezone.utc))
+FROM, TO = "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z"
+
+
+def _serve(generation: str, monkeypatch: pytest.MonkeyPatch, n_traces: int = 40,
+           **kwargs: Any) -> Iterator[FakeLangfuse]:
+    server = FakeLangfuse(generation, **kwargs)
+    server.info = make_dataset(server, n_traces, *WINDOW)  # type: ignore[attr-defined]
+    url = server.start()
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
+    monkeypatch.setenv("LANGFUSE_HOST", url)
+    yield server
+    server.stop()
+    assert server.violations == [], "the fake answered outside the Langfuse spec"
+
+
+@pytest.fixture(params=["v3", "v4"])
+def fake(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+         ) -> Iterator[FakeLangfuse]:
+    """A fake server of each API generation in turn."""
+    yield from _serve(request.param, monkeypatch)
+
+
+@pytest.fixture
+def fake_v3(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLangfuse]:
+    yield from _serve("v3", monkeypatch)
+
+
+@pytest.fixture
+def fake_v4(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLangfuse]:
+    yield from _serve("v4", monkeypatch)
+
+
+class Read:
+    """What one read produced."""
+
+    def __init__(self, source: LangfuseSource, tables: list[pa.Table], ctx: RunContext) -> None:
+        self.source = source
+        self.batches = tables
+        self.records = pa.concat_tables([conform(t, RECORDS) for t in tables]) if tables \
+            else RECORDS.empty_table()
+        self.rejects = ctx.rejects
+        self.imported = pa.concat_tables(ctx.imported).to_pylist() if ctx.imported else []
+        self.fingerprint = source.fingerprint()
+
+    def by_id(self) -> dict[str, dict[str, Any]]:
+        return {r["record_id"]: r for r in self.records.to_pylist()}
+
+
+def make_source(tmp_path: Path, experiment: str = "lf", **overrides: Any
+                ) -> tuple[LangfuseSource, RunContext]:
+    cfg = replace(LangfuseSourceConfig(from_time=FROM, to_time=TO, progress=False,
+                                       resolve_retry_s=0.0), **overrides)
+    cfg.validate()
+    ctx = RunContext(run_id="r1", experiment=experiment, run_dir=tmp_path / "runs" / "r1",
+                     runs_dir=tmp_path / "runs", cache_dir=tmp_path / "cache")
+    return LangfuseSource("source", cfg, ctx), ctx
+
+
+def read_all(tmp_path: Path, **overrides: Any) -> Read:
+    """Run the source to the end with ``overrides`` on a default config (the test window)."""
+    source, ctx = make_source(tmp_path, **overrides)
+    tables = list(source.read())
+    return Read(source, tables, ctx)
