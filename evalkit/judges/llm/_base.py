@@ -1,0 +1,219 @@
+"""What every LLM judge shares: its config (model, endpoint, limits, retries, cache, prices),
+the per-record loop over the engine, skip rules, accounting and dry-run estimates."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from evalkit.errors import EvalkitError
+from evalkit.judges.llm._cache import response_cache
+from evalkit.judges.llm._engine import (
+    TRANSPORTS,
+    CallPolicy,
+    CallResult,
+    Engine,
+    Parser,
+    get_engine,
+    resolve_endpoint,
+)
+from evalkit.judges.llm._pricing import token_prices
+from evalkit.judges.llm._progress import JudgeProgress
+from evalkit.judges.llm._prompt import approx_tokens
+
+RESPONSE_FORMATS = ("json_object", "json_schema", "none")
+
+
+@dataclass(frozen=True)
+class LlmJudgeConfig:
+    model: str = "???"  # any litellm model string: openai/gpt-4o-mini, anthropic/..., ollama/...
+    api_base: str | None = None  # endpoint URL (an OpenAI-compatible server, a proxy)
+    api_key_env: str | None = None  # env var holding the key; default: the provider's usual one
+    transport: str = "auto"  # auto (aiohttp for OpenAI-compatible endpoints), aiohttp, litellm
+    concurrency: int = 16  # calls in flight to this model from this process
+    rpm: int | None = None  # requests per minute (queued, not rejected)
+    tpm: int | None = None  # tokens per minute (estimated before, corrected after each call)
+    timeout_s: float = 60.0  # per call
+    max_retries: int = 4  # retries of 429/5xx/timeouts/connection errors
+    backoff_s: float = 1.0  # first backoff; doubles per retry, with jitter
+    max_backoff_s: float = 60.0  # longest wait between retries (Retry-After included)
+    parse_retries: int = 2  # re-asks when the answer is not the JSON asked for
+    temperature: float = 0.0
+    max_tokens: int | None = 1024  # per answer
+    response_format: str = "json_object"  # json_object, json_schema, or none (prompt only)
+    params: dict[str, Any] = field(default_factory=dict)  # extra request parameters (seed, ...)
+    cache: bool = True  # serve identical calls from the response cache
+    cache_refresh: bool = False  # call again and overwrite cached answers
+    input_cost_per_mtok: float | None = None  # USD per million input tokens (self-hosted models)
+    output_cost_per_mtok: float | None = None  # USD per million output tokens
+    progress: bool = True  # progress bar on a terminal
+
+    def validate(self) -> None:
+        if self.transport not in TRANSPORTS:
+            raise ValueError(f"transport: {self.transport!r} is not one of "
+                             f"{', '.join(TRANSPORTS)}")
+        if self.response_format not in RESPONSE_FORMATS:
+            raise ValueError(f"response_format: {self.response_format!r} is not one of "
+                             f"{', '.join(RESPONSE_FORMATS)}")
+        for key in ("concurrency", "timeout_s"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key}: must be positive, got {getattr(self, key)}")
+        for key in ("max_retries", "parse_retries"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key}: must be 0 or more, got {getattr(self, key)}")
+        if (self.input_cost_per_mtok is None) != (self.output_cost_per_mtok is None):
+            raise ValueError("input_cost_per_mtok and output_cost_per_mtok: set both or neither")
+
+
+def accounting(record_id: str, results: list[CallResult]) -> dict[str, Any]:
+    """The judgment row fields summed over a record's calls: attempts, latency, tokens, cost,
+    origin (``cache`` only when every call was served from the cache)."""
+    def total(key: str) -> Any:
+        values = [getattr(r, key) for r in results]
+        return None if any(v is None for v in values) else sum(values)
+
+    return {"record_id": record_id, "attempts": sum(r.attempts for r in results),
+            "latency_s": sum(r.latency_s for r in results),
+            "input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
+            "cost_usd": total("cost_usd"),
+            "origin": "cache" if results and all(r.cached for r in results) else "computed"}
+
+
+def failed(record_id: str, results: list[CallResult], step: str,
+           details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An error judgment for the last (failed) call in ``results``: never a score."""
+    last = results[-1]
+    return {**accounting(record_id, results), "status": "error", "raw": last.raw,
+            "error": f"{step}: {last.error}", "details": details}
+
+
+class LlmJudge:
+    """Base of the LLM judges: subclasses set ``Config``, ``columns`` and
+    ``output_tokens_per_call`` and implement ``judge_record`` (and ``skip_reason``,
+    ``planned_calls`` when they differ from one call per record)."""
+
+    Config: ClassVar[type] = LlmJudgeConfig
+    columns: ClassVar[tuple[str, ...]] = ("record_id", "input", "output")
+    output_tokens_per_call: ClassVar[int] = 200
+
+    def __init__(self, name: str, config: Any, ctx: Any) -> None:
+        self.name = name
+        self.config = config
+        self.ctx = ctx
+        self.judge_model = config.model
+        self.endpoint = resolve_endpoint(config.model, config.api_base, config.transport,
+                                         config.api_key_env)
+        self._engine: Engine | None = None
+        prices = None
+        if config.input_cost_per_mtok is not None:
+            prices = (config.input_cost_per_mtok / 1e6, config.output_cost_per_mtok / 1e6)
+        self.prices = prices
+        self.policy = CallPolicy(
+            timeout_s=config.timeout_s, max_retries=config.max_retries,
+            backoff_s=config.backoff_s, max_backoff_s=config.max_backoff_s,
+            parse_retries=config.parse_retries,
+            cache=response_cache(ctx.cache_dir) if config.cache else None,
+            cache_refresh=config.cache_refresh, prices=prices)
+
+    @property
+    def engine(self) -> Engine:
+        """The process-wide engine of this judge's model (created on first use)."""
+        if self._engine is None:
+            cfg = self.config
+            self._engine = get_engine(self.endpoint, cfg.concurrency, cfg.rpm, cfg.tpm)
+        return self._engine
+
+    def params(self, schema_name: str | None = None, schema: dict[str, Any] | None = None,
+               **extra: Any) -> dict[str, Any]:
+        """Request parameters: sampling, the structured-output request, extra ``params``."""
+        cfg = self.config
+        out: dict[str, Any] = {"temperature": cfg.temperature}
+        if cfg.max_tokens:
+            out["max_tokens"] = cfg.max_tokens
+        if cfg.response_format == "json_object":
+            out["response_format"] = {"type": "json_object"}
+        elif cfg.response_format == "json_schema" and schema is not None:
+            out["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": schema_name or "answer", "schema": schema}}
+        out.update(extra)
+        out.update(cfg.params)
+        return out
+
+    async def ask(self, messages: list[dict[str, Any]], parse: Parser,
+                  schema_name: str | None = None, schema: dict[str, Any] | None = None,
+                  **extra: Any) -> CallResult:
+        """One engine call with this judge's parameters and policy."""
+        return await self.engine.complete(messages, self.params(schema_name, schema, **extra),
+                                          parse, self.policy)
+
+    # --- per record -------------------------------------------------------------------
+
+    def skip_reason(self, record: dict[str, Any]) -> str | None:
+        """Why ``record`` cannot be judged (e.g. no context to ground against), or None."""
+        return None
+
+    async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The judgment row for one record."""
+        raise NotImplementedError
+
+    def planned_calls(self, record: dict[str, Any]) -> list[list[dict[str, str]]]:
+        """The messages of the calls ``record`` needs, as far as they are known in advance
+        (for dry-run estimates; later steps may be approximated)."""
+        raise NotImplementedError
+
+    async def prepare(self) -> None:
+        """Work done once before the records of a batch (e.g. generating rubric steps)."""
+
+    # --- the plugin protocol ---------------------------------------------------------------
+
+    def wanted_columns(self) -> tuple[str, ...]:
+        """The record columns this judge reads."""
+        return self.columns
+
+    def _records(self, table: pa.Table) -> list[dict[str, Any]]:
+        wanted = dict.fromkeys(self.wanted_columns())
+        return table.select([c for c in wanted if c in table.column_names]).to_pylist()
+
+    async def ajudge(self, table: pa.Table) -> list[dict[str, Any]]:
+        """Judge every record of ``table`` concurrently (bounded by the engine)."""
+        records = self._records(table)
+        async with self.engine.session():
+            await self.prepare()
+            with JudgeProgress(self.name, len(records), self.config.progress) as bar:
+                async def one(record: dict[str, Any]) -> dict[str, Any]:
+                    row = await self._judge_safely(record)
+                    bar.advance(row["status"] == "error", row.get("cost_usd"))
+                    return row
+
+                return list(await asyncio.gather(*(one(r) for r in records)))
+
+    async def _judge_safely(self, record: dict[str, Any]) -> dict[str, Any]:
+        reason = self.skip_reason(record)
+        if reason is not None:
+            return {"record_id": record["record_id"], "status": "skipped",
+                    "explanation": reason, "attempts": 0}
+        try:
+            return await self.judge_record(record)
+        except EvalkitError:
+            raise
+        except Exception as exc:  # a bug on one record costs that record, not the run
+            return {"record_id": record["record_id"], "status": "error",
+                    "error": f"{type(exc).__name__}: {exc}"}
+
+    def estimate(self, table: pa.Table) -> dict[str, Any]:
+        """Calls, tokens and cost this judge would spend on ``table`` (no call is made)."""
+        calls = input_tokens = 0
+        for record in self._records(table):
+            if self.skip_reason(record) is not None:
+                continue
+            planned = self.planned_calls(record)
+            calls += len(planned)
+            input_tokens += sum(approx_tokens(m) for m in planned)
+        output_tokens = calls * self.output_tokens_per_call
+        prices = self.prices or token_prices(self.config.model)
+        cost = None if prices is None else input_tokens * prices[0] + output_tokens * prices[1]
+        return {"calls": calls, "input_tokens": input_tokens, "output_tokens": output_tokens,
+                "cost_usd": cost}

@@ -1,0 +1,286 @@
+"""The judge engine: one per (transport, model, endpoint) per process, shared by every LLM
+judge that uses that model. It bounds concurrency, applies requests- and tokens-per-minute
+limits, retries transient failures with exponential backoff and jitter (honouring
+``Retry-After``), re-asks when the answer cannot be parsed, serves and fills the response
+cache, and accounts tokens, cost and latency for every call."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.errors import ConfigError, EvalkitError
+from evalkit.judges.llm._cache import ResponseCache, cache_key
+from evalkit.judges.llm._parse import ParseError
+from evalkit.judges.llm._pricing import call_cost, token_prices
+from evalkit.judges.llm._prompt import approx_tokens
+from evalkit.judges.llm._ratelimit import TokenBucket
+from evalkit.judges.llm._transport import (
+    AiohttpTransport,
+    CallError,
+    Completion,
+    LitellmTransport,
+)
+
+# providers whose endpoint speaks the OpenAI chat-completions API: default base URL and the
+# environment variable holding the key (None: no key needed)
+OPENAI_COMPATIBLE: dict[str, tuple[str | None, str | None]] = {
+    "openai": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
+    "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+    "ollama": ("http://localhost:11434/v1", None),
+    "hosted_vllm": (None, "HOSTED_VLLM_API_KEY"),
+    "lm_studio": ("http://localhost:1234/v1", "LM_STUDIO_API_KEY"),
+    "groq": ("https://api.groq.com/openai/v1", "GROQ_API_KEY"),
+    "deepseek": ("https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"),
+    "together_ai": ("https://api.together.xyz/v1", "TOGETHERAI_API_KEY"),
+}
+TRANSPORTS = ("auto", "aiohttp", "litellm")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how a model string is reached."""
+
+    transport: str  # aiohttp or litellm
+    model: str  # the litellm model string, as configured
+    api_base: str | None  # the configured endpoint (None: the provider's default)
+    key_env: str | None  # environment variable holding the API key
+    base_url: str | None = None  # aiohttp only: the resolved base URL
+    wire_model: str | None = None  # aiohttp only: the model name sent in the request
+
+
+def resolve_endpoint(model: str, api_base: str | None, transport: str = "auto",
+                     api_key_env: str | None = None) -> Endpoint:
+    """Pick the transport for ``model``: aiohttp for OpenAI-compatible providers (and for a
+    model without a provider prefix), litellm for every other provider, unless forced."""
+    provider, _, rest = model.partition("/")
+    if not rest:
+        provider, rest = "openai", model
+    known = OPENAI_COMPATIBLE.get(provider)
+    kind = transport if transport != "auto" else ("aiohttp" if known else "litellm")
+    key_env = api_key_env or (known[1] if known else None)
+    if kind == "litellm":
+        return Endpoint("litellm", model, api_base, api_key_env)
+    base_url = api_base or (known[0] if known else None)
+    if base_url is None:
+        raise ConfigError(f"model '{model}': the aiohttp transport needs api_base (the "
+                          "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1)")
+    # a provider's key is never sent to another endpoint unless api_key_env says so
+    if api_base and api_key_env is None and known and known[0] != api_base:
+        key_env = None
+    return Endpoint("aiohttp", model, api_base, key_env, base_url,
+                    rest if known else model)
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """How one judge wants its calls made."""
+
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    backoff_s: float = 1.0
+    max_backoff_s: float = 60.0
+    parse_retries: int = 2
+    cache: ResponseCache | None = None
+    cache_refresh: bool = False
+    prices: tuple[float, float] | None = None  # USD per (input, output) token; None: the map
+
+
+@dataclass
+class CallResult:
+    """A parsed answer, or the error that prevented one, with its accounting."""
+
+    value: Any = None
+    raw: str | None = None
+    error: str | None = None
+    attempts: int = 0
+    latency_s: float = 0.0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+Parser = Callable[[str, "list[dict[str, Any]] | None"], Any]
+
+
+def _add(a: int | float | None, b: int | float | None) -> Any:
+    return None if a is None or b is None else a + b
+
+
+class Engine:
+    """Calls one judge model. Concurrency and rate limits are the tightest asked for by any
+    judge sharing the engine."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.concurrency = 0
+        self.rpm: TokenBucket | None = None
+        self.tpm: TokenBucket | None = None
+        self.calls = 0  # model calls made by this process (cache hits excluded)
+        self._transport: AiohttpTransport | LitellmTransport | None = None
+        self._sem: asyncio.Semaphore | None = None
+        self._sem_loop: asyncio.AbstractEventLoop | None = None
+        self._users = 0
+
+    def constrain(self, concurrency: int, rpm: int | None, tpm: int | None) -> None:
+        """Tighten the limits to what a (new) judge asks for."""
+        self.concurrency = min(self.concurrency or concurrency, concurrency)
+        if rpm and (self.rpm is None or rpm / 60 < self.rpm.rate):
+            self.rpm = TokenBucket(rpm)
+        if tpm and (self.tpm is None or tpm / 60 < self.tpm.rate):
+            self.tpm = TokenBucket(tpm)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._sem is None or self._sem_loop is not loop:
+            self._sem = asyncio.Semaphore(self.concurrency)
+            self._sem_loop = loop
+        return self._sem
+
+    def _transport_for_call(self) -> AiohttpTransport | LitellmTransport:
+        if self._transport is None:
+            ep = self.endpoint
+            key = os.environ.get(ep.key_env) if ep.key_env else None
+            if ep.key_env and not key and ep.transport == "aiohttp":
+                raise EvalkitError(f"judge model '{ep.model}': environment variable "
+                                   f"{ep.key_env} is not set; export it (or set api_key_env "
+                                   "to the variable that holds the key)")
+            if ep.transport == "aiohttp":
+                self._transport = AiohttpTransport(ep.base_url or "", ep.wire_model or "", key)
+            else:
+                self._transport = LitellmTransport(ep.model, ep.api_base, key)
+        return self._transport
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[Engine]:
+        """Use the engine within one event loop; the last user closes its connections."""
+        self._users += 1
+        try:
+            yield self
+        finally:
+            self._users -= 1
+            if self._users == 0 and self._transport is not None:
+                await self._transport.aclose()
+
+    async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any],
+                       parse: Parser, policy: CallPolicy) -> CallResult:
+        """Ask the model, parse its answer with ``parse`` (which raises :class:`ParseError`
+        on a bad answer), and return the parsed value with its accounting. Never raises for
+        a failed call: the error is in the result."""
+        t0 = time.perf_counter()
+        ep = self.endpoint
+        key = cache_key(ep.model, ep.api_base, messages, params)
+        cache = policy.cache
+        if cache is not None and not policy.cache_refresh:
+            hit = cache.get(key)
+            if hit is not None:
+                try:
+                    value = parse(hit["text"], hit.get("logprobs"))
+                except ParseError:
+                    value = None  # the parser changed since: ask again
+                else:
+                    return CallResult(value, hit["text"], None, 0, time.perf_counter() - t0,
+                                      hit.get("input_tokens"), hit.get("output_tokens"),
+                                      0.0, cached=True)
+        result = CallResult(input_tokens=0, output_tokens=0, cost_usd=0.0)
+        asked = messages
+        transient = 0
+        bad_answers = 0
+        while True:
+            result.attempts += 1
+            try:
+                completion = await self._call(asked, params, policy)
+            except CallError as exc:
+                transient += 1
+                if not exc.retryable or transient > policy.max_retries:
+                    result.error = str(exc) if result.attempts == 1 else \
+                        f"{exc} (after {result.attempts} attempts)"
+                    break
+                await asyncio.sleep(self._delay(transient, exc.retry_after, policy))
+                continue
+            result.raw = completion.text
+            result.input_tokens = _add(result.input_tokens, completion.input_tokens)
+            result.output_tokens = _add(result.output_tokens, completion.output_tokens)
+            result.cost_usd = _add(result.cost_usd, self._cost(completion, policy))
+            try:
+                result.value = parse(completion.text, completion.logprobs)
+            except ParseError as exc:
+                bad_answers += 1
+                if bad_answers > policy.parse_retries:
+                    result.error = f"unparseable answer after {bad_answers} tries: {exc}"
+                    break
+                asked = [*messages, {"role": "assistant", "content": completion.text[:4000]},
+                         {"role": "user", "content": f"That answer could not be read ({exc}). "
+                          "Reply again with only the JSON object asked for."}]
+                continue
+            if cache is not None:
+                cache.put(key, ep.model, {
+                    "text": completion.text, "logprobs": completion.logprobs,
+                    "input_tokens": completion.input_tokens,
+                    "output_tokens": completion.output_tokens})
+            break
+        result.latency_s = time.perf_counter() - t0
+        return result
+
+    async def _call(self, messages: list[dict[str, Any]], params: dict[str, Any],
+                    policy: CallPolicy) -> Completion:
+        transport = self._transport_for_call()
+        async with self._semaphore():
+            reserved = 0
+            if self.rpm is not None:
+                await self.rpm.acquire(1)
+            if self.tpm is not None:
+                reserved = approx_tokens(messages) + int(params.get("max_tokens") or 256)
+                await self.tpm.acquire(reserved)
+            self.calls += 1
+            try:
+                completion = await asyncio.wait_for(
+                    transport.complete(messages, params, policy.timeout_s),
+                    policy.timeout_s + 1.0)
+            except asyncio.TimeoutError:
+                raise CallError(f"timed out after {policy.timeout_s:g} s", status=408) from None
+            if self.tpm is not None and completion.input_tokens is not None:
+                used = completion.input_tokens + (completion.output_tokens or 0)
+                self.tpm.adjust(used - reserved)
+            return completion
+
+    @staticmethod
+    def _delay(attempt: int, retry_after: float | None, policy: CallPolicy) -> float:
+        backoff = min(policy.max_backoff_s, policy.backoff_s * 2 ** (attempt - 1))
+        jittered = backoff / 2 + random.uniform(0, backoff / 2)
+        if retry_after is not None:
+            # the server said when to come back: never earlier, a little jitter after
+            return min(max(retry_after, 0.0), policy.max_backoff_s) + random.uniform(0, 0.1)
+        return jittered
+
+    def _cost(self, completion: Completion, policy: CallPolicy) -> float | None:
+        if policy.prices is not None:
+            return call_cost(policy.prices, completion.input_tokens, completion.output_tokens)
+        if completion.cost_usd is not None:
+            return completion.cost_usd
+        return call_cost(token_prices(self.endpoint.model), completion.input_tokens,
+                         completion.output_tokens)
+
+
+_ENGINES: dict[Endpoint, Engine] = {}
+
+
+def get_engine(endpoint: Endpoint, concurrency: int, rpm: int | None = None,
+               tpm: int | None = None) -> Engine:
+    """The process-wide engine for ``endpoint``, with its limits tightened as asked."""
+    engine = _ENGINES.get(endpoint)
+    if engine is None:
+        engine = _ENGINES[endpoint] = Engine(endpoint)
+    engine.constrain(concurrency, rpm, tpm)
+    return engine

@@ -1,0 +1,81 @@
+"""One rich progress bar per process for every LLM judge running in it: done/total, rate,
+errors and spend per judge. Shown on a terminal only (a log file gets the summary instead)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+
+class _Board:
+    def __init__(self) -> None:
+        self.progress: Any = None
+        self.users = 0
+
+    def open(self) -> Any:
+        if self.progress is None:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}/s"), TextColumn("errors {task.fields[errors]}"),
+                TextColumn("${task.fields[spend]:.4f}"), TimeElapsedColumn(),
+                console=Console(stderr=True), transient=False)
+            self.progress.start()
+        self.users += 1
+        return self.progress
+
+    def close(self) -> None:
+        self.users -= 1
+        if self.users == 0 and self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+_BOARD = _Board()
+
+
+class JudgeProgress:
+    """The progress line of one judge over one batch; a no-op when disabled or not on a
+    terminal."""
+
+    def __init__(self, name: str, total: int, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.name = name
+        self.total = total
+        self.errors = 0
+        self.spend = 0.0
+        self.done = 0
+        self.started = time.monotonic()
+        self.task: Any = None
+        self.progress: Any = None
+
+    def __enter__(self) -> JudgeProgress:
+        if self.enabled:
+            self.progress = _BOARD.open()
+            self.task = self.progress.add_task(self.name, total=self.total, errors=0,
+                                               spend=0.0, rate="0")
+        return self
+
+    def advance(self, error: bool, cost: float | None) -> None:
+        """One record judged."""
+        self.done += 1
+        self.errors += error
+        self.spend += cost or 0.0
+        if self.progress is not None:
+            elapsed = time.monotonic() - self.started
+            rate = f"{self.done / elapsed:.1f}" if elapsed > 0 else "0"
+            self.progress.update(self.task, advance=1, errors=self.errors, spend=self.spend,
+                                 rate=rate)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            _BOARD.close()

@@ -1,0 +1,209 @@
+"""Two ways to reach a judge model, behind one interface (``complete`` and ``aclose``):
+
+- :class:`AiohttpTransport` speaks the OpenAI chat-completions API directly (OpenAI, vLLM,
+  Ollama, OpenRouter, most self-hosted judges). Measured here it costs a fraction of the
+  client CPU of litellm per call, which is what bounds a judge sweep's throughput.
+- :class:`LitellmTransport` goes through ``litellm.acompletion`` for every other provider;
+  litellm is imported on its first call only.
+
+Both raise :class:`CallError` (status, Retry-After, retryable) and return :class:`Completion`;
+retries, rate limits, caching and accounting live in the engine, the same for both."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+@dataclass
+class Completion:
+    """One answer from the model."""
+
+    text: str
+    input_tokens: int | None
+    output_tokens: int | None
+    logprobs: list[dict[str, Any]] | None  # OpenAI format: [{token, logprob, top_logprobs}]
+    cost_usd: float | None = None  # when the transport knows it (litellm)
+
+
+class CallError(Exception):
+    """A call that did not produce an answer."""
+
+    def __init__(self, message: str, status: int | None = None,
+                 retry_after: float | None = None, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+        self.retryable = retryable
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds to wait from ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _usage(usage: Any) -> tuple[int | None, int | None]:
+    if not usage:
+        return None, None
+    get = usage.get if isinstance(usage, dict) else lambda k: getattr(usage, k, None)
+    return get("prompt_tokens"), get("completion_tokens")
+
+
+class AiohttpTransport:
+    """POST ``{base_url}/chat/completions`` with one pooled aiohttp session per event loop."""
+
+    name = "aiohttp"
+
+    def __init__(self, base_url: str, wire_model: str, api_key: str | None) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.wire_model = wire_model
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self._session: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _session_for_loop(self) -> Any:
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop or self._session.closed:
+            # the runner may start a new event loop per batch; a session cannot outlive its loop
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300))
+            self._loop = loop
+        return self._session
+
+    async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any],
+                       timeout: float) -> Completion:
+        import aiohttp
+
+        body = json.dumps({"model": self.wire_model, "messages": messages, **params})
+        session = self._session_for_loop()
+        try:
+            async with session.post(self.url, data=body, headers=self.headers,
+                                    timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                payload = await resp.read()
+                if resp.status >= 400:
+                    text = payload[:300].decode("utf-8", "replace")
+                    raise CallError(f"HTTP {resp.status} from {self.url}: {text}",
+                                    status=resp.status,
+                                    retry_after=retry_after_seconds(resp.headers),
+                                    retryable=resp.status in RETRYABLE_STATUS)
+        except asyncio.TimeoutError:
+            raise CallError(f"timed out after {timeout:g} s", status=408) from None
+        except aiohttp.ClientError as exc:
+            raise CallError(f"{type(exc).__name__}: {exc}") from None
+        try:
+            data = json.loads(payload)
+            choice = data["choices"][0]
+            text = choice["message"].get("content")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise CallError(f"not a chat completion: {payload[:200]!r}") from None
+        logprobs = (choice.get("logprobs") or {}).get("content")
+        input_tokens, output_tokens = _usage(data.get("usage"))
+        return Completion(text or "", input_tokens, output_tokens, logprobs)
+
+    async def aclose(self) -> None:
+        """Close this loop's session (the next call opens a new one)."""
+        if self._session is not None and not self._session.closed \
+                and self._loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = None
+
+
+_litellm: Any = None
+
+
+def import_litellm() -> Any:
+    """litellm, imported once, offline and quiet: the bundled price map instead of a download,
+    no help banner on stdout, unsupported parameters dropped per provider."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.drop_params = True
+        _litellm = litellm
+    return _litellm
+
+
+class LitellmTransport:
+    """``litellm.acompletion`` with litellm's own retries off (the engine retries)."""
+
+    name = "litellm"
+
+    def __init__(self, model: str, api_base: str | None, api_key: str | None) -> None:
+        self.model = model
+        self.api_base = api_base
+        self.api_key = api_key
+
+    async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any],
+                       timeout: float) -> Completion:
+        litellm = import_litellm()
+        extra: dict[str, Any] = {}
+        if self.api_base:
+            extra["api_base"] = self.api_base
+        if self.api_key:
+            extra["api_key"] = self.api_key
+        try:
+            resp = await litellm.acompletion(model=self.model, messages=messages,
+                                             timeout=timeout, max_retries=0, **extra, **params)
+        except asyncio.TimeoutError:
+            raise CallError(f"timed out after {timeout:g} s", status=408) from None
+        except Exception as exc:
+            raise _call_error(litellm, exc) from None
+        choice = resp.choices[0]
+        logprobs = getattr(choice, "logprobs", None)
+        if logprobs is not None and not isinstance(logprobs, dict):
+            logprobs = logprobs.model_dump() if hasattr(logprobs, "model_dump") else None
+        input_tokens, output_tokens = _usage(getattr(resp, "usage", None))
+        try:
+            cost = litellm.completion_cost(completion_response=resp)
+        except Exception:  # litellm raises for a model missing from its price map
+            cost = None
+        return Completion(choice.message.content or "", input_tokens, output_tokens,
+                          (logprobs or {}).get("content"), cost)
+
+    async def aclose(self) -> None:
+        """Nothing to close: litellm pools its own clients."""
+
+
+def _call_error(litellm: Any, exc: Exception) -> CallError:
+    status = getattr(exc, "status_code", None)
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(
+        getattr(exc, "response", None), "headers", None)
+    transient = (litellm.Timeout, litellm.APIConnectionError, litellm.InternalServerError,
+                 litellm.RateLimitError, litellm.ServiceUnavailableError)
+    retryable = status in RETRYABLE_STATUS if isinstance(status, int) else \
+        isinstance(exc, transient)
+    message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    return CallError(f"{type(exc).__name__}: {message}",
+                     status=status if isinstance(status, int) else None,
+                     retry_after=retry_after_seconds(headers), retryable=retryable)

@@ -1,0 +1,110 @@
+"""``pairwise``: which of two outputs for the same input is better? Each record is judged
+twice with the two outputs in swapped positions; the verdicts are combined, and when the two
+orders disagree the record is labelled ``inconsistent`` (the judge's position bias is data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.judges.llm import _prompt as P
+from evalkit.judges.llm._base import LlmJudge, LlmJudgeConfig, accounting, failed
+from evalkit.judges.llm._parse import choice, parse_json_object
+from evalkit.results.schemas import RECORDS
+
+TEXT_COLUMNS = tuple(f.name for f in RECORDS if f.type == "string")
+TASK = (
+    "You compare two AI responses to the same input and decide which is better on the "
+    "criteria below. Judge the content only: ignore which response comes first and their "
+    "length unless the criteria ask for it. Answer tie only when neither is better."
+    "\n\nCriteria: {criteria}"
+)
+FORMAT = '{"reasoning": "<one or two sentences>", "winner": "<A, B or tie>"}'
+SCHEMA = {"type": "object", "required": ["reasoning", "winner"], "properties": {
+    "reasoning": {"type": "string"}, "winner": {"enum": ["A", "B", "tie"]}}}
+PREFERENCE = {"candidate": 1.0, "tie": 0.5, "baseline": 0.0}
+
+
+@dataclass(frozen=True)
+class PairwiseConfig(LlmJudgeConfig):
+    candidate: str = "output"  # record column holding the output under evaluation
+    baseline: str = "reference"  # record column holding the output it is compared with
+    criteria: str = "which response fulfils the input better: correct, complete, helpful"
+
+    def validate(self) -> None:
+        super().validate()
+        for key in ("candidate", "baseline"):
+            if getattr(self, key) not in TEXT_COLUMNS:
+                raise ValueError(f"{key}: '{getattr(self, key)}' is not a text record column; "
+                                 f"choose from {', '.join(TEXT_COLUMNS)}")
+        if self.candidate == self.baseline:
+            raise ValueError("candidate and baseline: must be different columns")
+
+
+def _parse(text: str, logprobs: Any) -> tuple[str, str]:
+    obj = parse_json_object(text)
+    return choice(obj, "winner", ("a", "b", "tie")), str(obj.get("reasoning", ""))
+
+
+class PairwiseJudge(LlmJudge):
+    """value: the candidate's preference averaged over both orders (1: candidate better in
+    both, 0: baseline better in both, 0.5: tie or disagreement); label ``candidate``,
+    ``baseline``, ``tie`` or ``inconsistent``; ``passed`` when the candidate wins."""
+
+    Config = PairwiseConfig
+    output_tokens_per_call = 80
+
+    def wanted_columns(self) -> tuple[str, ...]:
+        return ("record_id", "input", self.config.candidate, self.config.baseline)
+
+    def skip_reason(self, record: dict[str, Any]) -> str | None:
+        for key in ("candidate", "baseline"):
+            column = getattr(self.config, key)
+            if not (record.get(column) or "").strip():
+                return f"no {key} output to compare ({column} is empty)"
+        return None
+
+    def messages(self, record: dict[str, Any], candidate_first: bool) -> list[dict[str, str]]:
+        a, b = self.config.candidate, self.config.baseline
+        if not candidate_first:
+            a, b = b, a
+        return P.messages(P.system(TASK.format(criteria=self.config.criteria), FORMAT),
+                          P.block("input", record.get("input")),
+                          P.block("response_a", record.get(a)),
+                          P.block("response_b", record.get(b)))
+
+    def planned_calls(self, record: dict[str, Any]) -> list[list[dict[str, str]]]:
+        return [self.messages(record, True), self.messages(record, False)]
+
+    async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
+        rid = record["record_id"]
+        results = []
+        for candidate_first in (True, False):
+            result = await self.ask(self.messages(record, candidate_first), _parse,
+                                    "preference", SCHEMA)
+            results.append(result)
+            if not result.ok:
+                order = "candidate first" if candidate_first else "baseline first"
+                return failed(rid, results, f"comparison ({order})")
+        verdicts = []
+        for result, candidate_first in zip(results, (True, False), strict=True):
+            winner = result.value[0]
+            if winner == "tie":
+                verdicts.append("tie")
+            else:
+                verdicts.append("candidate" if (winner == "a") == candidate_first
+                                else "baseline")
+        agree = verdicts[0] == verdicts[1]
+        value = (PREFERENCE[verdicts[0]] + PREFERENCE[verdicts[1]]) / 2
+        bias = None
+        if not agree and "tie" not in verdicts:
+            # the same position won both times: the judge prefers that slot, not an output
+            bias = "first position" if results[0].value[0] == "a" else "second position"
+        return {**accounting(rid, results), "status": "ok", "value": value,
+                "label": verdicts[0] if agree else "inconsistent", "passed": value > 0.5,
+                "explanation": results[0].value[1], "raw": results[1].raw,
+                "details": {"candidate_first": {"winner": verdicts[0],
+                                                "reasoning": results[0].value[1]},
+                            "baseline_first": {"winner": verdicts[1],
+                                               "reasoning": results[1].value[1]},
+                            "orders_agree": agree, "position_bias": bias}}
