@@ -40,8 +40,10 @@ class LevelFilter:
             out = pc.if_else(pc.fill_null(hit, False), why, out)
         if cfg.include is not None:
             keep = pc.is_in(level, pa.array([v.upper() for v in cfg.include]))
+            why_not = pc.fill_null(pc.binary_join_element_wise(why, " (not in include)", ""),
+                                   "level is null (not in include)")
             out = pc.if_else(pc.and_(pc.is_null(out), pc.invert(pc.fill_null(keep, False))),
-                             pc.binary_join_element_wise(why, " (not in include)", ""), out)
+                             why_not, out)
         if cfg.exclude_null:
             out = pc.if_else(pc.and_(pc.is_null(out), pc.is_null(level)), "level is null", out)
         return out

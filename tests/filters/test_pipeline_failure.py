@@ -1,0 +1,107 @@
+import json
+
+import pytest
+
+from evalkit.config import validate_dataclass
+from evalkit.errors import ConfigError
+from evalkit.filters.pipeline_failure import (
+    PipelineFailureConfig,
+    PipelineFailureFilter,
+    is_http_error_body,
+    is_null_completion,
+    is_request_envelope,
+)
+
+ENVELOPE = {"completion": None, "reasoning": None,
+            "rawRequest": {"model": "llama-3.2-3b", "max_tokens": 720000,
+                           "messages": [{"role": "user", "content": "hi"}]}}
+
+
+def mark(batch, rows, **cfg):
+    return PipelineFailureFilter("pf", PipelineFailureConfig(**cfg), None).mark(
+        batch(rows)).to_pylist()
+
+
+def test_error_level_reason_carries_status_message(batch):
+    out = mark(batch, [{"level": "error", "status_message": "Error code: 404 - no model",
+                        "output": "fine"},
+                       {"level": "ERROR", "output": "fine"},
+                       {"level": "DEFAULT", "output": "fine"}])
+    assert out == ["level=ERROR: Error code: 404 - no model", "level=ERROR", None]
+
+
+@pytest.mark.parametrize("output, reason", [
+    (None, "output is null (no completion)"),
+    ("", "output is empty"),
+    (" \n\t ", "output is empty"),
+    (json.dumps(ENVELOPE), "output is a logged request envelope, not a completion"),
+    (json.dumps(ENVELOPE, indent=2), "output is a logged request envelope, not a completion"),
+    # the envelope logged as a JSON string holding JSON (double-encoded)
+    (json.dumps(json.dumps(ENVELOPE)), "output is a logged request envelope, not a completion"),
+    ('{"completion": null, "reasoning": null}',
+     "output is a completion object whose completion is null"),
+    ('{"error": {"message": "rate limited", "code": 429}}', "output is an HTTP error body"),
+    ("<!DOCTYPE html><html><title>502 Bad Gateway</title></html>",
+     "output is an HTTP error body"),
+])
+def test_non_completions_are_marked(batch, output, reason):
+    assert mark(batch, [{"level": "DEFAULT", "output": output}]) == [reason]
+
+
+@pytest.mark.parametrize("output", [
+    "Paris is the capital of France.",
+    '{"name": "Maria Keller", "city": "Zurich"}',  # structured output, valid JSON
+    '{"request": "book a flight", "completion": null}',  # "request" is not a request object
+    '{"completion": "Sure, here it is", "rawRequest": {"model": "x"}}',  # answered
+    '{"error": null, "content": "ok"}',
+    '{"detail": "see below", "content": "the answer"}',
+    "Ünïcödé ✓ 日本語の回答です",
+    "<html>not an error page, just markup in an answer</html>",
+    '"just a JSON string"',
+    "x" * 1_000_000,  # huge output
+])
+def test_genuine_completions_are_kept(batch, output):
+    assert mark(batch, [{"output": output}]) == [None]
+
+
+def test_first_matching_reason_wins_and_checks_can_be_turned_off(batch):
+    rows = [{"level": "ERROR", "output": json.dumps(ENVELOPE)}, {"output": ""},
+            {"output": json.dumps(ENVELOPE)}]
+    assert mark(batch, rows, levels=[], empty_output=False, request_envelope=False,
+                null_completion=False, http_error=False) == [None, None, None]
+    assert mark(batch, rows, levels=[])[0].startswith("output is a logged request envelope")
+
+
+def test_status_message_pattern(batch):
+    rows = [{"status_message": "upstream timeout after 30s", "output": "partial"},
+            {"status_message": "ok", "output": "fine"}]
+    out = mark(batch, rows, status_message_pattern="(?i)timeout")
+    assert out == ["status message matches pattern: upstream timeout after 30s", None]
+
+
+def test_bad_status_pattern_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"filters.pf: status_message_pattern: .*RE2"):
+        validate_dataclass(PipelineFailureConfig, {"status_message_pattern": "(a)\\1"},
+                           "filters.pf", "filter plugin 'pipeline_failure'")
+
+
+def test_many_rows_mixed_chunks(batch):
+    rows = [{"output": json.dumps(ENVELOPE)} if i % 3 == 0 else {"output": f"answer {i}"}
+            for i in range(3000)]
+    out = mark(batch, rows)
+    assert sum(o is not None for o in out) == 1000
+    assert all((o is not None) == (i % 3 == 0) for i, o in enumerate(out))
+
+
+def test_empty_batch(batch):
+    assert mark(batch, []) == []
+
+
+def test_helpers_direct():
+    assert is_request_envelope(json.dumps(ENVELOPE))
+    assert not is_request_envelope("not json")
+    assert not is_request_envelope("[1, 2]")
+    assert is_null_completion('{"completion": null, "usage": {"input": 3}}')
+    assert not is_null_completion('{"completion": null, "answer": "42"}')
+    assert is_http_error_body('{"detail": "Not Found"}')
+    assert not is_http_error_body('{"detail": "x", "choices": [{"text": "y"}]}')

@@ -1,0 +1,76 @@
+import json
+
+import pytest
+
+from evalkit.config import instance
+from evalkit.errors import ConfigError
+from evalkit.judges.prompt_echo import PromptEchoConfig, PromptEchoJudge, echo_similarity
+from evalkit.results.schemas import RECORDS, conform
+
+SYSTEM = "Extract the fields as JSON with keys name, city and date. Output only JSON."
+USER = "Maria Keller will arrive in Zurich on 2026-03-14 for the audit."
+CHAT = json.dumps([{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}])
+
+
+@pytest.mark.parametrize("output, expected", [
+    (USER, 1.0),  # the user message verbatim
+    (f"{SYSTEM}\n{USER}", 1.0),  # the whole prompt
+    (USER.upper() + "  ", 1.0),  # case and spacing do not hide an echo
+    ("yes", 0.0),  # short answers made of prompt words are not echoes
+    ("Zurich", 0.0),
+    ("", 0.0),
+    ("🙂🙂🙂", 0.0),  # no words at all
+])
+def test_similarity_cases(output, expected):
+    assert echo_similarity(output, CHAT) == pytest.approx(expected)
+
+
+def test_structured_answer_built_from_prompt_words_is_not_an_echo():
+    # JSON output contributes its values: "maria keller zurich 2026 03 14"; only the date
+    # trigram also occurs in the prompt
+    out = '{"name": "Maria Keller", "city": "Zurich", "date": "2026-03-14"}'
+    assert echo_similarity(out, CHAT) == pytest.approx(0.25)
+
+
+def test_partial_copy_is_between_zero_and_one():
+    out = USER + " The extracted name is Maria Keller and the date is in March."
+    value = echo_similarity(out, CHAT)
+    assert 0.2 < value < 0.9
+
+
+def test_word_boundaries_and_short_whole_prompt():
+    assert echo_similarity("at", "cat sat on the mat") == 0.0
+    assert echo_similarity("hello there", "Hello there!") == 1.0
+    assert echo_similarity("Bonjour à tous les amis", "Dites: « bonjour à tous les amis »") == 1.0
+
+
+def test_huge_output_is_fast_enough_and_correct():
+    prompt = " ".join(f"word{i}" for i in range(2000))
+    assert echo_similarity(prompt * 20, prompt) > 0.9
+    assert echo_similarity("novel text " * 50_000, prompt) == 0.0
+
+
+def test_judge_batch_null_output_is_an_error():
+    table = conform([{"record_id": "a", "input": CHAT, "output": USER},
+                     {"record_id": "b", "input": CHAT, "output": "Maria goes to Zurich."},
+                     {"record_id": "c", "input": CHAT, "output": None},
+                     {"record_id": "d", "input": None, "output": "no prompt at all"}], RECORDS)
+    rows = PromptEchoJudge("e", PromptEchoConfig(), None).judge(table).to_pylist()
+    assert [r["label"] for r in rows] == ["echo", "no_echo", None, "no_echo"]
+    assert [r["status"] for r in rows] == ["ok", "ok", "error", "ok"]
+    assert rows[2]["error"] == "output is null: nothing to compare"
+    assert rows[0]["passed"] is False and rows[0]["value"] == 1.0
+
+
+def test_against_other_columns():
+    table = conform([{"record_id": "a", "input": "q", "reference": "The reference answer here",
+                      "output": "The reference answer here"}], RECORDS)
+    judge = PromptEchoJudge("e", PromptEchoConfig(against=["input", "reference"]), None)
+    assert judge.judge(table).column("value").to_pylist() == [1.0]
+
+
+def test_bad_config():
+    with pytest.raises(ConfigError, match="threshold"):
+        instance("judges", "e", {"plugin": "prompt_echo", "threshold": 2}, "judges.e")
+    with pytest.raises(ConfigError, match="against"):
+        PromptEchoJudge("e", PromptEchoConfig(against=["latency_s"]), None)
