@@ -63,9 +63,11 @@ class RunConfig:
     alerts: list[AlertConfig]
     composed: dict[str, Any] = field(repr=False)  # resolved, secrets redacted
     overrides: list[str] = field(default_factory=list)
+    sinks: list[PluginInstance] = field(default_factory=list)  # pushed to after the run
 
 
-_TOP_KEYS = ("experiment", "source", "filters", "judges", "metrics", "runner", "alerts")
+_TOP_KEYS = ("experiment", "source", "filters", "judges", "metrics", "runner", "alerts",
+             "sinks")
 
 
 def _first_line(exc: OmegaConfBaseException) -> str:
@@ -184,6 +186,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         alerts=alerts,
         composed=composed,
         overrides=[redact_override(o) for o in (overrides or [])],
+        sinks=_instances("sinks", cfg.get("sinks")),
     )
 
 

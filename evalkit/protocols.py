@@ -14,6 +14,7 @@ discovering and validating a plugin stays cheap.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import pyarrow as pa
@@ -90,10 +91,26 @@ class Metric(Protocol):
         ...
 
 
+@runtime_checkable
+class Sink(Protocol):
+    """Sends a finished run somewhere else (Langfuse scores, a warehouse). Used by
+    ``evalkit push RUN --to NAME`` and, for the sinks under ``sinks:`` in a config, at the
+    end of every run. ``__init__`` gets ``ctx=None`` when called from ``evalkit push``."""
+
+    Config: ClassVar[type]
+
+    def push(self, run_dir: Path) -> dict[str, Any]:
+        """Send the run in ``run_dir``; return a JSON-able report (what was sent, skipped
+        and failed, with reasons), which the runner adds to the manifest under ``sinks``."""
+        ...
+
+
 REQUIRED: dict[str, tuple[str, ...]] = {
     "sources": ("Config", "read"),
     "filters": ("Config", "mark"),
     "judges": ("Config",),
     "metrics": ("Config", "compute"),
+    "sinks": ("Config", "push"),
 }
-PROTOCOL_NAMES = {"sources": "Source", "filters": "Filter", "judges": "Judge", "metrics": "Metric"}
+PROTOCOL_NAMES = {"sources": "Source", "filters": "Filter", "judges": "Judge", "metrics": "Metric",
+                  "sinks": "Sink"}

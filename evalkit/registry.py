@@ -14,8 +14,9 @@ from importlib.metadata import EntryPoint, distributions
 
 from evalkit.errors import PluginError
 
-KINDS = ("sources", "filters", "judges", "metrics")
-_SINGULAR = {"sources": "source", "filters": "filter", "judges": "judge", "metrics": "metric"}
+KINDS = ("sources", "filters", "judges", "metrics", "sinks")
+_SINGULAR = {"sources": "source", "filters": "filter", "judges": "judge", "metrics": "metric",
+             "sinks": "sink"}
 _CORE_DIST = "evalkit"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -206,10 +207,22 @@ def _versions(rc: RunConfig) -> dict[str, str]:
     from evalkit.registry import registry
 
     reg = registry()
-    for inst in [rc.source, *rc.filters, *rc.judges, *rc.metrics]:
+    for inst in [rc.source, *rc.filters, *rc.judges, *rc.metrics, *rc.sinks]:
         entry = reg.entries(inst.kind)[inst.plugin][0]
         out[entry.distribution] = entry.version
     return out
+
+
+def _push(sinks: list[tuple[PluginInstance, Any]], run_dir: Path) -> dict[str, Any]:
+    """Each sink's report. A sink that fails is reported, not raised: the run itself is done."""
+    reports: dict[str, Any] = {}
+    for inst, sink in sinks:
+        try:
+            reports[inst.name] = sink.push(run_dir)
+        except Exception as exc:
+            reports[inst.name] = {"error": f"{type(exc).__name__}: {exc}"}
+            print(f"evalkit: sink {inst.name} failed: {exc}", file=sys.stderr)
+    return reports
 
 
 def execute(rc: RunConfig) -> RunResult:
@@ -238,6 +251,7 @@ def execute(rc: RunConfig) -> RunResult:
     source = _make(rc.source, ctx)
     filters = [(i, _make(i, ctx)) for i in rc.filters]
     judges = [(i, _make(i, ctx)) for i in rc.judges]
+    sinks = [(i, _make(i, ctx)) for i in rc.sinks]
     judge_runner = _JudgeRunner(judges, run_id, rc.runner.dry_run)
     n_excluded: dict[str, int] = {}
     try:
@@ -328,6 +342,9 @@ def execute(rc: RunConfig) -> RunResult:
         timings={k: round(v, 4) for k, v in timings.items()},
     )
     writer.write_manifest(manifest)
+    if sinks and not rc.runner.dry_run:
+        manifest["sinks"] = _push(sinks, run_dir)
+        writer.write_manifest(manifest)
     result = RunResult(run_id, run_dir, manifest, metrics, alerts, counts)
     if rc.runner.summary:
         print_summary(rc, result, rejects)

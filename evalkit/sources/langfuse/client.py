@@ -29,6 +29,10 @@ class NotFound(Exception):
     """404: the endpoint does not exist on this server generation, or the object does not."""
 
 
+class AuthError(SourceError):
+    """401/403: the keys are wrong for this host, or lack access."""
+
+
 class TooHeavy(Exception):
     """422: the server gave up on the query (ClickHouse resource limit); ask for less."""
 
@@ -147,7 +151,7 @@ class LangfuseClient:
                     self.stats.too_heavy += 1
                     raise TooHeavy(f"{method} {path}: 422 {_body(resp)}")
                 if status in (401, 403):
-                    raise SourceError(f"langfuse: {method} {self.host}{path} answered {status}: "
+                    raise AuthError(f"langfuse: {method} {self.host}{path} answered {status}: "
                                       f"check {PUBLIC_KEY_ENV}, {SECRET_KEY_ENV} and the host "
                                       "(keys belong to one project and one region)")
                 if status not in _RETRY_STATUSES:

@@ -1,0 +1,80 @@
+"""``evalkit push RUN --to langfuse``: send a finished run's judgments to another system."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from evalkit.errors import EvalkitError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", help="a run id (searched under --runs-dir) or a run directory")
+    parser.add_argument("--to", required=True, metavar="SINK",
+                        help="the sink plugin to push to (e.g. langfuse; see `evalkit plugins`)")
+    parser.add_argument("--runs-dir", default="runs", help="the runs directory (default: runs)")
+    parser.add_argument("--host", default=None, help="override the sink's host")
+    parser.add_argument("--judges", default=None,
+                        help="comma-separated judge names to push (default: all)")
+    parser.add_argument("--include-skipped", action="store_true",
+                        help="also push judgments skipped because a filter set the record aside")
+    parser.add_argument("--include-errors", action="store_true",
+                        help="also push judge errors")
+    parser.add_argument("--id-scope", choices=("run", "experiment"), default=None,
+                        help="score ids per run (default) or per experiment (latest run "
+                        "overwrites)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def find_run(run: str, runs_dir: Path) -> Path:
+    """The directory of run ``run``: a path to it, or its id under ``runs_dir``."""
+    path = Path(run)
+    if (path / "manifest.json").is_file():
+        return path
+    found = sorted(runs_dir.glob(f"*/{run}/manifest.json"))
+    if not found:
+        raise EvalkitError(f"push: no run '{run}' under {runs_dir}/ (and no run directory at "
+                           f"that path); list runs with: evalkit query \"SELECT run_id, "
+                           "experiment FROM runs\"")
+    if len(found) > 1:
+        raise EvalkitError(f"push: run id '{run}' exists in several experiments "
+                           f"({', '.join(str(p.parent) for p in found)}); pass the directory")
+    return found[0].parent
+
+
+def main(args: argparse.Namespace) -> int:
+    from evalkit.config import validate_dataclass
+    from evalkit.errors import PluginError
+    from evalkit.registry import registry
+
+    run_dir = find_run(args.run, Path(args.runs_dir))
+    try:
+        cls = registry().get("sinks", args.to)
+    except PluginError as exc:
+        raise EvalkitError(f"push --to: {exc}") from None
+    options = {"host": args.host, "include_skipped": args.include_skipped or None,
+               "include_errors": args.include_errors or None, "id_scope": args.id_scope,
+               "judges": args.judges.split(",") if args.judges else None}
+    config = validate_dataclass(cls.Config, {k: v for k, v in options.items() if v is not None},
+                                f"push --to {args.to}", f"sink plugin '{args.to}'")
+    report = cls(args.to, config, None).push(run_dir)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        _print(report, run_dir)
+    return 1 if report.get("failed") else 0
+
+
+def _print(report: dict, run_dir: Path) -> None:
+    print(f"pushed {report.get('pushed', 0)} score(s) from {run_dir} to "
+          f"{report.get('host', '?')}")
+    for why, n in sorted((report.get("skipped") or {}).items()):
+        print(f"  not pushed: {n} {why}")
+    failed = report.get("failed") or 0
+    if failed:
+        print(f"  failed: {failed}")
+        for f in report.get("failures", [])[:10]:
+            print(f"    {f['judge']} on {f['record_id']}: {f['reason']}")
+        if failed > 10:
+            print(f"    … {failed - 10} more (--json shows up to 50)")
