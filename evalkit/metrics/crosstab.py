@@ -93,10 +93,12 @@ class CrosstabMetric:
         table = self._table(con)
         known = con.execute("SELECT count(*) FROM judgments WHERE judge = ?",
                             [cfg.judge]).fetchone()[0]
-        cats = sorted(c for c in pc.unique(table.column("category")).to_pylist()
-                      if c is not None)
         if cfg.of == "flag":
             cats = ["flagged", "not_flagged"]
+        else:  # every label the judge gave, so a category with no record here still shows 0
+            cats = [r[0] for r in con.execute(
+                "SELECT DISTINCT label FROM judgments WHERE judge = ? AND status = 'ok' "
+                "AND label IS NOT NULL ORDER BY label", [cfg.judge]).fetchall()]
         base = {"judge": cfg.judge, "by": cfg.by, "of": cfg.of}
         if cfg.flagged_by is not None:
             base["among"] = f"records flagged by '{cfg.flagged_by}'"

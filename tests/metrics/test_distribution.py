@@ -1,0 +1,78 @@
+import numpy as np
+import pytest
+
+from evalkit.config import instance
+from evalkit.errors import ConfigError
+from evalkit.metrics.distribution import DistributionConfig, DistributionMetric
+from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
+from evalkit.results.writer import write_parquet
+from evalkit.runner.pipeline import _metrics_connection
+
+
+def connect(tmp_path, records, judgments):
+    write_parquet(conform(records, RECORDS), tmp_path / "records.parquet")
+    (tmp_path / "judgments").mkdir()
+    write_parquet(conform(judgments, JUDGMENTS), tmp_path / "judgments" / "part-00000.parquet")
+    return _metrics_connection(tmp_path)
+
+
+VALUES = [i / 99 for i in range(100)]
+RECS = [{"record_id": str(i), "model": "a" if i % 2 else "b", "latency_s": float(i),
+         "excluded_by": "f" if i >= 90 else None} for i in range(100)]
+JUDG = [{"record_id": str(i), "judge": "J", "value": v, "status": "ok"}
+        for i, v in enumerate(VALUES)]
+
+
+def rows_by(rows):
+    return {(r["metric"], r["slice"]): r for r in rows}
+
+
+def test_judge_values_over_included_records(tmp_path):
+    con = connect(tmp_path, RECS, JUDG)
+    rows = rows_by(DistributionMetric("d", DistributionConfig(judge="J", bins=5, range=[0, 1]),
+                                      None).compute(con))
+    included = np.array(VALUES[:90])
+    main = rows[("d", "all")]
+    assert main["value"] == pytest.approx(included.mean())
+    assert rows[("d.p50", "all")]["value"] == pytest.approx(np.quantile(included, 0.5))
+    assert rows[("d.p95", "all")]["value"] == pytest.approx(np.quantile(included, 0.95))
+    assert rows[("d.std", "all")]["value"] == pytest.approx(included.std(ddof=1))
+    hist = main["details"]["histogram"]
+    assert [b["count"] for b in hist] == list(np.histogram(included, 5, (0, 1))[0])
+    assert sum(b["count"] for b in hist) == 90 == main["n_judged"]
+    assert main["n_excluded"] == 10
+    assert rows[("d.p50", "all")]["ci_low"] <= rows[("d.p50", "all")]["value"] <= \
+        rows[("d.p50", "all")]["ci_high"]
+
+
+def test_record_column_all_records_and_slices(tmp_path):
+    con = connect(tmp_path, RECS, JUDG)
+    rows = rows_by(DistributionMetric("lat", DistributionConfig(
+        column="latency_s", included_only=False, slice_by=["model"], n_boot=0), None)
+        .compute(con))
+    assert rows[("lat.p95", "all")]["value"] == pytest.approx(np.quantile(np.arange(100), .95))
+    assert rows[("lat", "model=a")]["value"] == pytest.approx(np.arange(1, 100, 2).mean())
+    assert rows[("lat", "all")]["ci_low"] is None
+
+
+def test_constant_and_empty(tmp_path):
+    con = connect(tmp_path, [{"record_id": "x"}, {"record_id": "y"}],
+                  [{"record_id": "x", "judge": "J", "value": 0.5, "status": "ok"},
+                   {"record_id": "y", "judge": "J", "status": "error"}])
+    rows = rows_by(DistributionMetric("d", DistributionConfig(judge="J"), None).compute(con))
+    assert rows[("d", "all")]["value"] == 0.5
+    assert rows[("d.std", "all")]["value"] is None  # one value: no spread
+    assert rows[("d", "all")]["n_unscored"] == 1
+    empty = DistributionMetric("d", DistributionConfig(judge="nobody"), None).compute(con)
+    assert empty[0]["value"] is None and "undefined" in empty[0]["details"]
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({}, "exactly one of judge or column"),
+    ({"column": "model"}, "not a numeric record column"),
+    ({"judge": "J", "range": [1, 0]}, "range"),
+    ({"judge": "J", "bins": 0}, "bins"),
+])
+def test_bad_config(cfg, message):
+    with pytest.raises(ConfigError, match=message):
+        instance("metrics", "d", {"plugin": "distribution", **cfg}, "metrics.d")

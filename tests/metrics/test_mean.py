@@ -1,0 +1,92 @@
+import math
+
+import pytest
+
+from evalkit.metrics._judged import JudgeMetricConfig
+from evalkit.metrics.mean import MeanMetric
+from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
+from evalkit.results.writer import write_parquet
+from evalkit.runner.pipeline import _metrics_connection
+
+
+def connect(tmp_path, records, judgments):
+    """A DuckDB connection over a run directory holding these rows, as the runner opens it."""
+    write_parquet(conform(records, RECORDS), tmp_path / "records.parquet")
+    (tmp_path / "judgments").mkdir()
+    write_parquet(conform(judgments, JUDGMENTS), tmp_path / "judgments" / "part-00000.parquet")
+    return _metrics_connection(tmp_path)
+
+
+RECORDS_ROWS = [
+    {"record_id": "a", "model": "m1"},
+    {"record_id": "b", "model": "m1"},
+    {"record_id": "c", "model": "m2", "excluded_by": "pipeline_failure",
+     "exclude_reason": "level=ERROR"},
+    {"record_id": "d", "model": "m2"},
+    {"record_id": "e", "model": "m2", "excluded_by": "sample", "exclude_reason": "no"},
+]
+# an imported judge scores every record, failed ones included
+JUDG = [
+    {"record_id": "a", "judge": "H", "value": 0.2, "status": "ok"},
+    {"record_id": "b", "judge": "H", "value": 0.4, "status": "ok"},
+    {"record_id": "c", "judge": "H", "value": 1.0, "status": "ok"},
+    {"record_id": "d", "judge": "H", "value": None, "status": "error", "error": "timeout"},
+    {"record_id": "e", "judge": "H", "value": 0.9, "status": "ok"},
+]
+
+
+def rows_by(rows):
+    return {(r["metric"], r["slice"]): r for r in rows}
+
+
+def test_raw_filtered_and_filter_effect(tmp_path):
+    con = connect(tmp_path, RECORDS_ROWS, JUDG)
+    rows = rows_by(MeanMetric("h", JudgeMetricConfig(judge="H", slice_by=["model"]),
+                              None).compute(con))
+    filt, raw, effect = rows[("h", "all")], rows[("h.raw", "all")], \
+        rows[("h.filter_effect", "all")]
+    assert filt["value"] == pytest.approx(0.3)
+    assert raw["value"] == pytest.approx((0.2 + 0.4 + 1.0 + 0.9) / 4)
+    assert effect["value"] == pytest.approx(raw["value"] - filt["value"])
+    # denominators: 5 records, 2 excluded, 2 scored included, d unscored
+    assert (filt["n_attempted"], filt["n_excluded"], filt["n_judged"], filt["n_unscored"]) == \
+        (5, 2, 2, 1)
+    assert (raw["n_judged"], raw["n_unscored"]) == (4, 1)
+    by_filter = effect["details"]["by_filter"]
+    assert by_filter == {"pipeline_failure": {"n_excluded": 1, "n_scored": 1, "mean": 1.0},
+                         "sample": {"n_excluded": 1, "n_scored": 1, "mean": 0.9}}
+    # slices
+    assert rows[("h", "model=m1")]["value"] == pytest.approx(0.3)
+    assert rows[("h", "model=m2")]["value"] is None  # d errored, c and e excluded
+    assert rows[("h.raw", "model=m2")]["value"] == pytest.approx(0.95)
+    assert "undefined" in rows[("h", "model=m2")]["details"]
+
+
+def test_bootstrap_ci_brackets_the_mean_and_is_seeded(tmp_path):
+    recs = [{"record_id": str(i)} for i in range(200)]
+    judg = [{"record_id": str(i), "judge": "H", "value": (i % 10) / 10, "status": "ok"}
+            for i in range(200)]
+    con = connect(tmp_path, recs, judg)
+    metric = MeanMetric("h", JudgeMetricConfig(judge="H", raw=False), None)
+    first = metric.compute(con)[0]
+    assert first["ci_low"] < first["value"] < first["ci_high"]
+    assert first["ci_high"] - first["ci_low"] < 0.15
+    assert metric.compute(con)[0]["ci_low"] == first["ci_low"]
+    no_ci = MeanMetric("h", JudgeMetricConfig(judge="H", raw=False, n_boot=0), None)
+    assert no_ci.compute(con)[0]["ci_low"] is None
+
+
+def test_skipped_judge_note_and_unknown_judge(tmp_path):
+    judg = [{"record_id": "a", "judge": "E", "value": 1.0, "status": "ok"},
+            {"record_id": "b", "judge": "E", "value": 0.0, "status": "ok"},
+            {"record_id": "c", "judge": "E", "status": "skipped"},
+            {"record_id": "d", "judge": "E", "value": 0.0, "status": "ok"},
+            {"record_id": "e", "judge": "E", "status": "skipped"}]
+    con = connect(tmp_path, RECORDS_ROWS, judg)
+    rows = rows_by(MeanMetric("e", JudgeMetricConfig(judge="E"), None).compute(con))
+    assert rows[("e.raw", "all")]["value"] == rows[("e", "all")]["value"]
+    assert "raw covers the same records" in rows[("e.raw", "all")]["details"]["note"]
+    missing = MeanMetric("x", JudgeMetricConfig(judge="nope"), None).compute(con)[0]
+    assert missing["value"] is None
+    assert "no judgments from judge 'nope'" in missing["details"]["undefined"]
+    assert not math.isnan(rows[("e", "all")]["value"])

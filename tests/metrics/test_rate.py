@@ -1,0 +1,59 @@
+import pytest
+
+from evalkit.config import instance
+from evalkit.errors import ConfigError
+from evalkit.metrics.rate import RateConfig, RateMetric
+from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
+from evalkit.results.writer import write_parquet
+from evalkit.runner.pipeline import _metrics_connection
+
+
+def connect(tmp_path, records, judgments):
+    write_parquet(conform(records, RECORDS), tmp_path / "records.parquet")
+    (tmp_path / "judgments").mkdir()
+    write_parquet(conform(judgments, JUDGMENTS), tmp_path / "judgments" / "part-00000.parquet")
+    return _metrics_connection(tmp_path)
+
+
+RECS = [{"record_id": str(i), "level": "ERROR" if i < 4 else "DEFAULT",
+         "excluded_by": "pipeline_failure" if i < 4 else None} for i in range(10)]
+JUDG = [{"record_id": str(i), "judge": "H", "value": 0.95 if i < 7 else 0.1,
+         "passed": i >= 7, "label": "failure" if i < 2 else "ok", "status": "ok"}
+        for i in range(10)]
+
+
+def rows_by(rows):
+    return {(r["metric"], r["slice"]): r for r in rows}
+
+
+def test_threshold_passed_and_labels(tmp_path):
+    con = connect(tmp_path, RECS, JUDG)
+    thr = rows_by(RateMetric("r", RateConfig(judge="H", threshold=0.5), None).compute(con))
+    assert thr[("r.raw", "all")]["value"] == pytest.approx(0.7)
+    assert thr[("r", "all")]["value"] == pytest.approx(3 / 6)
+    assert thr[("r.filter_effect", "all")]["value"] == pytest.approx(0.7 - 0.5)
+    passed = rows_by(RateMetric("r", RateConfig(judge="H"), None).compute(con))
+    assert passed[("r", "all")]["value"] == thr[("r", "all")]["value"]
+    labels = rows_by(RateMetric("r", RateConfig(judge="H", labels=["failure"]), None)
+                     .compute(con))
+    assert labels[("r.raw", "all")]["value"] == pytest.approx(0.2)
+    assert labels[("r", "all")]["value"] == 0.0
+
+
+def test_slices_by_level(tmp_path):
+    con = connect(tmp_path, RECS, JUDG)
+    rows = rows_by(RateMetric("r", RateConfig(judge="H", threshold=0.5, slice_by=["level"]),
+                              None).compute(con))
+    assert rows[("r.raw", "level=ERROR")]["value"] == 1.0
+    assert rows[("r", "level=ERROR")]["value"] is None  # every ERROR record is excluded
+    assert rows[("r", "level=DEFAULT")]["n_judged"] == 6
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"threshold": 0.5, "labels": ["x"]}, "threshold or labels"),
+    ({"labels": []}, "labels: an empty list"),
+    ({"slice_by": ["nope"]}, "slice_by"),
+])
+def test_bad_config(cfg, message):
+    with pytest.raises(ConfigError, match=message):
+        instance("metrics", "r", {"plugin": "rate", "judge": "H", **cfg}, "metrics.r")
