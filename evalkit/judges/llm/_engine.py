@@ -53,6 +53,7 @@ class Endpoint:
     key_env: str | None  # environment variable holding the API key
     base_url: str | None = None  # aiohttp only: the resolved base URL
     wire_model: str | None = None  # aiohttp only: the model name sent in the request
+    anonymous: bool = False  # a self-hosted OpenAI-compatible endpoint: send no provider key
 
 
 def resolve_endpoint(model: str, api_base: str | None, transport: str = "auto",
@@ -65,17 +66,16 @@ def resolve_endpoint(model: str, api_base: str | None, transport: str = "auto",
     known = OPENAI_COMPATIBLE.get(provider)
     kind = transport if transport != "auto" else ("aiohttp" if known else "litellm")
     key_env = api_key_env or (known[1] if known else None)
+    # a provider's key is never sent to another endpoint unless api_key_env says so
+    anonymous = bool(api_base and api_key_env is None and known and known[0] != api_base)
     if kind == "litellm":
-        return Endpoint("litellm", model, api_base, api_key_env)
+        return Endpoint("litellm", model, api_base, api_key_env, anonymous=anonymous)
     base_url = api_base or (known[0] if known else None)
     if base_url is None:
         raise ConfigError(f"model '{model}': the aiohttp transport needs api_base (the "
                           "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1)")
-    # a provider's key is never sent to another endpoint unless api_key_env says so
-    if api_base and api_key_env is None and known and known[0] != api_base:
-        key_env = None
-    return Endpoint("aiohttp", model, api_base, key_env, base_url,
-                    rest if known else model)
+    return Endpoint("aiohttp", model, api_base, None if anonymous else key_env, base_url,
+                    rest if known else model, anonymous)
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,9 @@ class Engine:
             if ep.transport == "aiohttp":
                 self._transport = AiohttpTransport(ep.base_url or "", ep.wire_model or "", key)
             else:
-                self._transport = LitellmTransport(ep.model, ep.api_base, key)
+                # litellm's OpenAI client insists on a key even for a server that needs none
+                self._transport = LitellmTransport(ep.model, ep.api_base,
+                                                   "no-key" if ep.anonymous else key)
         return self._transport
 
     @contextlib.asynccontextmanager

@@ -1,0 +1,54 @@
+"""The litellm transport against the fake server: same retries, parsing and accounting as the
+aiohttp transport (litellm's own retries are off)."""
+
+from __future__ import annotations
+
+import pytest
+from fake_llm_server import Reply
+from llm_helpers import judge, make, records
+
+from evalkit.judges.llm._pricing import token_prices
+from evalkit.judges.llm.geval import GEvalJudge
+from evalkit.judges.llm.hallucination import HallucinationLlmJudge
+
+ROW = {"input": "What is the capital of France?", "output": "Paris.",
+       "context": ["Paris is the capital of France."]}
+
+
+def test_litellm_transport_scores_and_accounts(ctx, fake_llm):
+    j = make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
+             model="openai/gpt-4o-mini")
+    [row] = judge(j, records(ROW))
+    assert j.engine.endpoint.transport == "litellm"
+    assert (row["status"], row["value"], row["attempts"]) == ("ok", 0.0, 1)
+    body = fake_llm.requests[0]["body"]
+    assert body["model"] == "gpt-4o-mini" and body["response_format"] == {"type": "json_object"}
+    prices = token_prices("openai/gpt-4o-mini")
+    assert row["cost_usd"] == pytest.approx(row["input_tokens"] * prices[0]
+                                            + row["output_tokens"] * prices[1])
+
+
+def test_litellm_transport_unknown_model_cost_is_null(ctx, fake_llm):
+    [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
+                       model="openai/my-own-judge"), records(ROW))
+    assert row["status"] == "ok" and row["cost_usd"] is None
+
+
+def test_litellm_transport_honours_retry_after_and_skips_client_errors(ctx, fake_llm):
+    fake_llm.push(Reply(status=429, headers={"Retry-After": "0.4"}),
+                  Reply(content='{"reasoning": "x", "score": 0.5}'))
+    [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
+                       backoff_s=0.001), records(ROW))
+    assert (row["status"], row.get("value"), row["attempts"]) == ("ok", 0.5, 2)
+    first, second = fake_llm.requests
+    assert second["time"] - first["time"] >= 0.4
+    fake_llm.push(Reply(status=401))
+    [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
+                       cache=False), records(ROW))
+    assert row["status"] == "error" and row["attempts"] == 1 and len(fake_llm.requests) == 3
+
+
+def test_litellm_transport_passes_logprobs_back(ctx, fake_llm):
+    [row] = judge(make(GEvalJudge, ctx, fake_llm, transport="litellm"), records(ROW))
+    assert fake_llm.requests[0]["body"]["logprobs"] is True
+    assert row["details"]["weighted_score"] == pytest.approx(4.0)
