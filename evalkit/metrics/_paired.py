@@ -159,13 +159,14 @@ def value(stat: str, fn: Batch, *cols: np.ndarray) -> Result:
 
 
 def bootstrap(cols: list[np.ndarray], stats: dict[str, Batch], n_boot: int = 1000,
-              seed: int = 0, confidence: float = 0.95,
+              seed: int = 0, confidence: float = 0.95, method: str = "linear",
               ) -> dict[str, tuple[float | None, float | None]]:
     """Percentile bootstrap intervals of several row-vectorised statistics over the same
     resamples of the pairs (``cols`` resampled together). Resamples on which a statistic is
     undefined are left out of its interval. Resamples are drawn as
     :func:`evalkit.metrics._stats.bootstrap_ci` draws them, and processed in chunks so
-    memory stays bounded."""
+    memory stays bounded. ``method`` is numpy's quantile method (``inverted_cdf`` keeps an
+    infinite resample from turning a bound into NaN)."""
     n = len(cols[0])
     if n < 2 or n_boot <= 0 or not stats:
         return {k: (None, None) for k in stats}
@@ -186,6 +187,6 @@ def bootstrap(cols: list[np.ndarray], stats: dict[str, Batch], n_boot: int = 100
         if not len(arr):
             out[k] = (None, None)
             continue
-        lo, hi = np.quantile(arr, [alpha, 1 - alpha])
+        lo, hi = np.quantile(arr, [alpha, 1 - alpha], method=method)
         out[k] = (float(lo), float(hi))
     return out

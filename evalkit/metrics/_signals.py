@@ -14,20 +14,36 @@ with ``status='ok'`` count; errors and skips are unusable and counted."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from evalkit.metrics._stats import SLICEABLE, slices
+from evalkit.metrics._stats import SLICEABLE, bootstrap_ci, check_slice_by, slices
 from evalkit.results.schemas import RECORDS
 
 JUDGMENT_FIELDS = ("value", "passed", "label")
 _RECORD_COLUMNS = [f.name for f in RECORDS]
+
+
+@dataclass(frozen=True)
+class SliceConfig:
+    slice_by: list[str] = field(default_factory=list)  # record columns to slice by, e.g. [model]
+    n_boot: int = 1000  # bootstrap resamples for the 95% CI (0: no CI)
+    seed: int = 0  # bootstrap seed
+    confidence: float = 0.95  # CI level
+
+    def validate(self) -> None:
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence: {self.confidence} is not within (0, 1)")
+        if self.n_boot < 0:
+            raise ValueError("n_boot: must be 0 (no CI) or more")
+        check_slice_by(list(self.slice_by))
 
 
 @dataclass(frozen=True)
@@ -73,19 +89,21 @@ def check_spec(spec: str | None, key: str, required: bool = True) -> None:
 
 def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None
               ) -> tuple[float | None, str | None]:
-    """``(number, None)`` or ``(None, why it is unusable)`` for one raw cell."""
+    """``(number, None)`` or ``(None, why it is unusable)`` for one raw cell: the map first
+    (on the cell's text; booleans read ``true``/``false``, matched case-insensitively), then
+    booleans as 1/0 and numbers (or numeric text) as themselves."""
     if raw is None:
         return None, "missing"
+    key = str(raw).lower() if isinstance(raw, bool) else str(raw)
+    hit = None
     if mapping:
-        key = str(raw).lower() if isinstance(raw, bool) else str(raw)
-        if isinstance(raw, float) and raw.is_integer() and key not in mapping:
-            key = str(int(raw))
-        hit = mapping.get(key, mapping.get(key.strip().lower()))
+        hit = mapping.get(key)
+        if hit is None and isinstance(raw, float) and raw.is_integer():
+            hit = mapping.get(str(int(raw)))
         if hit is None:
-            hit = next((v for k, v in mapping.items() if k.lower() == key.strip().lower()),
-                       None)
-        if hit is None:
-            return None, f"not in the map: {key[:40]!r}"
+            folded = key.strip().lower()
+            hit = next((v for k, v in mapping.items() if k.strip().lower() == folded), None)
+    if hit is not None:
         number = float(hit)
     elif isinstance(raw, bool):
         number = 1.0 if raw else 0.0
@@ -93,9 +111,10 @@ def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None
         number = float(raw)
     else:
         try:
-            number = float(str(raw))
+            number = float(key)
         except ValueError:
-            return None, f"not a number and no map: {str(raw)[:40]!r}"
+            known = f" (map: {', '.join(mapping)})" if mapping else ""
+            return None, f"{key[:40]!r} is not in the map and not a number{known}"
     if math.isnan(number) or math.isinf(number):
         return None, f"not finite ({number})"
     if threshold is not None:
@@ -205,3 +224,35 @@ def excluded_mask(table: pa.Table) -> np.ndarray:
     return np.asarray(table.column("excluded_by").is_valid().to_numpy(zero_copy_only=False),
                       dtype=bool)
 
+
+
+def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
+             excluded: np.ndarray, cfg: SliceConfig, details: dict[str, Any],
+             include_excluded: bool = False) -> dict[str, Any]:
+    """A row for the mean of per-record ``values`` (NaN: unusable) over the records ``idx``
+    of a slice: excluded records are left out unless ``include_excluded``; unusable ones
+    are counted as unscored."""
+    considered = idx if include_excluded else idx[~excluded[idx]]
+    usable = considered[~np.isnan(values[considered])]
+    v = values[usable]
+    ci = bootstrap_ci(v, n_boot=cfg.n_boot, seed=cfg.seed, confidence=cfg.confidence)
+    return metric_row(metric, label, float(v.mean()) if len(v) else None, ci, len(idx),
+                      int(excluded[idx].sum()), len(usable), len(considered) - len(usable),
+                      details)
+
+
+def metadata_value(metadata: str | None, path: str) -> Any:
+    """The value at dotted ``path`` (``metadata.a.b``, first part ``metadata``) of a record's
+    metadata JSON, or None."""
+    try:
+        obj: Any = json.loads(metadata) if metadata else None
+    except ValueError:
+        return None
+    for part in path.split(".")[1:]:
+        if isinstance(obj, dict):
+            obj = obj.get(part)
+        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        else:
+            return None
+    return obj

@@ -1,0 +1,199 @@
+"""``citation_precision``: of the citations in outputs, the share whose cited passage
+supports the claim attributed to it.
+
+Two checks, in order. Deterministic, always: a citation whose id names no passage of the
+record's ``context`` cannot support anything (``<name>.id_valid`` reports this alone).
+Semantic, by a judge: whether a passage that exists supports its claim is read from the
+judgments of ``support_judge`` (an LLM judge), whose ``details`` must hold
+``{"citations": [{"id": "2", "supported": true}, ...]}`` (entries for the same id match that
+id's citations in order of appearance); a judge that returns only a ``value`` in [0, 1] is
+read as the supported share of the record's valid citations. Without a support judge the
+main value is undefined, not the id-level share."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evalkit.metrics._paired import bootstrap
+from evalkit.metrics._signals import (
+    SignalSpec,
+    SliceConfig,
+    excluded_mask,
+    fetch,
+    index_slices,
+    metric_row,
+)
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One citation: the cited passage id and the sentence (claim) it is attached to."""
+
+    id: str
+    claim: str
+
+
+def extract_citations(output: str, pattern: str = r"\[([^\]]+)\]") -> list[Citation]:
+    """The citations of ``output`` in order: each match of ``pattern`` (group 1 holds one id,
+    or several separated by commas or semicolons, as in ``[1, 3]``) with its sentence."""
+    regex = re.compile(pattern)
+    found: list[Citation] = []
+    for sentence in _SENTENCE_END.split(output or ""):
+        for match in regex.finditer(sentence):
+            claim = regex.sub("", sentence).strip()
+            for cid in re.split(r"[,;]", match.group(1)):
+                if cid.strip():
+                    found.append(Citation(cid.strip(), claim))
+    return found
+
+
+@dataclass(frozen=True)
+class CitationPrecisionConfig(SliceConfig):
+    pattern: str = r"\[([^\]]+)\]"  # regex of a citation; group 1: its id(s), e.g. [2] or [1, 3]
+    ids: str = "position"  # position: ids are 1-based context indices; or metadata.<path>: id list
+    support_judge: str | None = None  # judge whose details.citations say which are supported
+
+    def validate(self) -> None:
+        super().validate()
+        try:
+            if re.compile(self.pattern).groups < 1:
+                raise ValueError(f"pattern: {self.pattern!r} needs a group capturing the id")
+        except re.error as exc:
+            raise ValueError(f"pattern: not a valid regex ({exc})") from None
+        if self.ids != "position" and not self.ids.startswith("metadata."):
+            raise ValueError(f"ids: {self.ids!r} is neither position nor metadata.<path> (a "
+                             "list of passage ids aligned with context)")
+
+
+def _passage_ids(context: list[str] | None, metadata: str | None, how: str) -> set[str] | str:
+    """The ids a citation may name, or why they are unknown."""
+    if how == "position":
+        return {str(i) for i in range(1, len(context or []) + 1)}
+    obj: Any = json.loads(metadata) if metadata else None
+    for part in how.split(".")[1:]:
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    if not isinstance(obj, list):
+        return f"{how} is not a list of passage ids"
+    return {str(x) for x in obj}
+
+
+def _supported(valid: list[Citation], status: str | None, value: float | None,
+               details: str | None) -> float | None:
+    """How many of the ``valid`` citations the support judge upheld (None: undecided)."""
+    if not valid:
+        return 0.0
+    if status != "ok":
+        return None
+    verdicts: dict[str, list[bool]] = {}
+    try:
+        entries = (json.loads(details) or {}).get("citations") if details else None
+    except (ValueError, AttributeError):
+        entries = None
+    if isinstance(entries, list):
+        for e in entries:
+            if isinstance(e, dict) and "id" in e and isinstance(e.get("supported"), bool):
+                verdicts.setdefault(str(e["id"]), []).append(e["supported"])
+        total = 0.0
+        for c in valid:
+            queue = verdicts.get(c.id)
+            if not queue:
+                return None
+            total += queue.pop(0)
+        return total
+    if value is not None and 0.0 <= value <= 1.0:
+        return value * len(valid)
+    return None
+
+
+class CitationPrecisionMetric:
+    """Rows ``<name>`` (supported citations / all citations, over included records whose
+    every citation is decided) and ``<name>.id_valid`` (citations naming an existing passage /
+    all citations), per slice. Records without citations are counted, not scored."""
+
+    Config = CitationPrecisionConfig
+    higher_is_better = True
+
+    def __init__(self, name: str, config: CitationPrecisionConfig, ctx: object) -> None:
+        self.name = name
+        self.config = config
+
+    def compute(self, con: Any) -> list[dict[str, Any]]:
+        cfg = self.config
+        specs = {}
+        if cfg.support_judge:
+            specs["s"] = SignalSpec(judge=cfg.support_judge)
+        table = fetch(con, specs, ["output", "context", "metadata", *cfg.slice_by],
+                      {"s": ["details"]})
+        n = table.num_rows
+        cited, valid_n, support = np.zeros(n), np.zeros(n), np.full(n, np.nan)
+        problems: list[str | None] = [None] * n
+        outputs = table.column("output").to_pylist()
+        contexts = table.column("context").to_pylist()
+        metas = table.column("metadata").to_pylist()
+        status = table.column("s__status").to_pylist() if specs else [None] * n
+        values = table.column("s").to_pylist() if specs else [None] * n
+        details = table.column("s__details").to_pylist() if specs else [None] * n
+        for i in range(n):
+            cites = extract_citations(outputs[i] or "", cfg.pattern)
+            ids = _passage_ids(contexts[i], metas[i], cfg.ids)
+            if isinstance(ids, str):
+                problems[i] = ids
+                continue
+            valid = [c for c in cites if c.id in ids]
+            cited[i], valid_n[i] = len(cites), len(valid)
+            if cites:
+                got = _supported(valid, status[i], values[i], details[i]) if specs else (
+                    0.0 if not valid else None)
+                support[i] = np.nan if got is None else got
+        excluded = excluded_mask(table)
+        rows = []
+        for label, idx in index_slices(table, list(cfg.slice_by)):
+            inc = idx[~excluded[idx]]
+            bad_ids = [i for i in inc if problems[i]]
+            with_cites = inc[cited[inc] > 0]
+            decided = with_cites[~np.isnan(support[with_cites])]
+            base = {"n_citations": int(cited[inc].sum()), "n_valid_ids": int(valid_n[inc].sum()),
+                    "n_records_without_citations": int((cited[inc] == 0).sum()) - len(bad_ids),
+                    "ids": cfg.ids, "support_judge": cfg.support_judge}
+            if bad_ids:
+                base["n_records_ids_unknown"] = len(bad_ids)
+            counts = {"n_attempted": len(idx), "n_excluded": int(excluded[idx].sum())}
+            undefined = None
+            if not cfg.support_judge:
+                undefined = ("support not checked: set support_judge to a judge that says "
+                             "which citations their passage supports (only id_valid is "
+                             "deterministic)")
+            elif len(with_cites) and not len(decided):
+                undefined = f"judge '{cfg.support_judge}' decided no record's citations"
+            value = (float(support[decided].sum() / cited[decided].sum())
+                     if len(decided) and not undefined else None)
+            ci = bootstrap([support[decided], cited[decided]], {"r": _ratio}, cfg.n_boot,
+                           cfg.seed, cfg.confidence)["r"] if value is not None else (None, None)
+            rows.append(metric_row(self.name, label, value, ci, **counts,
+                                   n_judged=len(decided),
+                                   n_unscored=len(with_cites) - len(decided) + len(bad_ids),
+                                   details={**base, "what": "supported citations / citations"},
+                                   undefined=undefined or "no citation in this slice"))
+            idv = (float(valid_n[with_cites].sum() / cited[with_cites].sum())
+                   if len(with_cites) else None)
+            ci = bootstrap([valid_n[with_cites], cited[with_cites]], {"r": _ratio},
+                           cfg.n_boot, cfg.seed, cfg.confidence)["r"] if idv is not None \
+                else (None, None)
+            rows.append(metric_row(f"{self.name}.id_valid", label, idv, ci, **counts,
+                                   n_judged=len(with_cites), n_unscored=len(bad_ids),
+                                   details={**base, "what": "citations naming an existing "
+                                            "passage / citations (an upper bound of "
+                                            "precision)"},
+                                   undefined="no citation in this slice"))
+        return rows
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    return num.sum(axis=1) / den.sum(axis=1)

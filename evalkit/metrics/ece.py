@@ -1,0 +1,167 @@
+"""``ece``: Expected Calibration Error of a confidence against correctness, with the
+Maximum Calibration Error, the Brier score and the reliability-diagram table.
+
+Conventions (they differ between libraries, so they are pinned here and in the tests):
+equal-width bins are ``[lo, hi)`` with a confidence of exactly 1.0 in the last bin;
+ECE = Σ_b (n_b / N)·|accuracy_b − mean confidence_b| over non-empty bins; MCE is the largest
+such gap. Equal-mass bins (``binning: mass``) split the records sorted by confidence into
+``n_bins`` groups of (nearly) equal size, so tied confidences may straddle two bins."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evalkit.metrics._paired import bootstrap
+from evalkit.metrics._signals import (
+    SliceConfig,
+    check_spec,
+    excluded_mask,
+    fetch,
+    index_slices,
+    metric_row,
+    numbers,
+    parse_spec,
+    reasons,
+)
+
+BINNINGS = ("width", "mass")
+
+
+@dataclass(frozen=True)
+class EceConfig(SliceConfig):
+    prob: str = "confidence"  # the stated confidence in [0, 1]: a record column or judge:NAME
+    correct: str | None = None  # a column (human_label, outcome) or judge:NAME[:passed]
+    correct_map: dict[str, float] = field(default_factory=dict)  # text -> 1 correct / 0 wrong
+    correct_threshold: float | None = None  # numeric correctness: correct when >= threshold
+    n_bins: int = 10  # number of bins
+    binning: str = "width"  # width: equal-width [lo, hi) bins; mass: equal-count bins
+
+    def validate(self) -> None:
+        super().validate()
+        check_spec(self.prob, "prob")
+        check_spec(self.correct, "correct")
+        if self.n_bins < 1:
+            raise ValueError("n_bins: must be at least 1")
+        if self.binning not in BINNINGS:
+            raise ValueError(f"binning: {self.binning!r} is not one of {', '.join(BINNINGS)}")
+
+
+def bin_index(p: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
+    """The bin of each confidence, row by row (``p`` has shape ``(rows, n)``): equal-width
+    ``[lo, hi)`` with 1.0 in the last bin, or equal-mass (each row sorted and split into
+    ``n_bins`` near-equal groups, as ``numpy.array_split`` splits)."""
+    if binning == "width":
+        return np.minimum((p * n_bins).astype(int), n_bins - 1)
+    n = p.shape[1]
+    sizes = [len(c) for c in np.array_split(np.arange(n), n_bins)]
+    rank_bin = np.repeat(np.arange(n_bins), sizes)
+    order = np.argsort(p, axis=1, kind="stable")
+    out = np.empty_like(order)
+    np.put_along_axis(out, order, np.broadcast_to(rank_bin, p.shape), axis=1)
+    return out
+
+
+def _per_bin(p: np.ndarray, y: np.ndarray, n_bins: int, binning: str
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows = p.shape[0]
+    flat = (bin_index(p, n_bins, binning) + np.arange(rows)[:, None] * n_bins).ravel()
+    size = rows * n_bins
+    count = np.bincount(flat, minlength=size).reshape(rows, n_bins)
+    conf = np.bincount(flat, weights=p.ravel(), minlength=size).reshape(rows, n_bins)
+    hits = np.bincount(flat, weights=y.ravel(), minlength=size).reshape(rows, n_bins)
+    return count, conf, hits
+
+
+def calibration(p: np.ndarray, y: np.ndarray, n_bins: int = 10, binning: str = "width"
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ECE, MCE and Brier score per row of confidences ``p`` against 0/1 ``y`` (both of
+    shape ``(rows, n)``; vectorised so the bootstrap resamples in one call)."""
+    count, conf, hits = _per_bin(p, y, n_bins, binning)
+    nonempty = count > 0
+    safe = np.where(nonempty, count, 1)
+    gap = np.where(nonempty, np.abs(hits / safe - conf / safe), 0.0)
+    ece = (count * gap).sum(axis=1) / p.shape[1]
+    mce = np.where(nonempty, gap, -np.inf).max(axis=1)
+    brier = ((p - y) ** 2).mean(axis=1)
+    return ece, mce, brier
+
+
+def reliability_table(p: np.ndarray, y: np.ndarray, n_bins: int, binning: str
+                      ) -> list[dict[str, Any]]:
+    """One entry per bin: its range, count, mean confidence and accuracy (a reliability
+    diagram's points)."""
+    count, conf, hits = (a[0] for a in _per_bin(p[None, :], y[None, :], n_bins, binning))
+    idx = bin_index(p[None, :], n_bins, binning)[0]
+    table = []
+    for b in range(n_bins):
+        if binning == "width":
+            lo, hi = b / n_bins, (b + 1) / n_bins
+        else:
+            members = p[idx == b]
+            lo = float(members.min()) if len(members) else None
+            hi = float(members.max()) if len(members) else None
+        n = int(count[b])
+        table.append({"bin": b, "lo": lo, "hi": hi, "count": n,
+                      "mean_confidence": float(conf[b] / n) if n else None,
+                      "accuracy": float(hits[b] / n) if n else None})
+    return table
+
+
+class ExpectedCalibrationError:
+    """Rows ``<name>`` (ECE), ``<name>.mce`` and ``<name>.brier`` per slice, over included
+    records with both a confidence in [0, 1] and a 0/1 correctness; the bins are in
+    ``details.bins`` (a reliability diagram)."""
+
+    Config = EceConfig
+    higher_is_better = False
+
+    def __init__(self, name: str, config: EceConfig, ctx: object) -> None:
+        self.name = name
+        self.config = config
+
+    def compute(self, con: Any) -> list[dict[str, Any]]:
+        cfg = self.config
+        sp, sc = parse_spec(cfg.prob, "prob"), parse_spec(cfg.correct or "", "correct")
+        table = fetch(con, {"p": sp, "y": sc}, list(cfg.slice_by))
+        p, why_p = numbers(table, "p", sp, {}, None)
+        y, why_y = numbers(table, "y", sc, cfg.correct_map, cfg.correct_threshold)
+        for i in np.flatnonzero((p < 0) | (p > 1)):
+            why_p[i] = f"{sp.describe()} {p[i]:g} is outside [0, 1]"
+            p[i] = np.nan
+        for i in np.flatnonzero(~np.isnan(y) & ~np.isin(y, [0.0, 1.0])):
+            why_y[i] = (f"{sc.describe()} is {y[i]:g}, not 0 or 1; set correct_threshold or "
+                        "correct_map")
+            y[i] = np.nan
+        excluded = excluded_mask(table)
+        rows: list[dict[str, Any]] = []
+        for label, idx in index_slices(table, list(cfg.slice_by)):
+            inc = idx[~excluded[idx]]
+            use = inc[~np.isnan(p[inc]) & ~np.isnan(y[inc])]
+            counts = {"n_attempted": len(idx), "n_excluded": int(excluded[idx].sum()),
+                      "n_judged": len(use), "n_unscored": len(inc) - len(use)}
+            base: dict[str, Any] = {"prob": cfg.prob, "correct": cfg.correct,
+                                    "binning": cfg.binning, "n_bins": cfg.n_bins}
+            unusable = {k: v for k, v in (("prob", reasons([why_p[i] for i in inc])),
+                                          ("correct", reasons([why_y[i] for i in inc]))) if v}
+            if unusable:
+                base["unscored_reasons"] = unusable
+            if not len(use):
+                for stat in ("", ".mce", ".brier"):
+                    rows.append(metric_row(self.name + stat, label, None, (None, None),
+                                           **counts, details=base))
+                continue
+            pv, yv = p[use], y[use]
+            values = [float(v[0]) for v in calibration(pv[None, :], yv[None, :], cfg.n_bins,
+                                                       cfg.binning)]
+            cis = bootstrap([pv, yv], {
+                k: lambda a, b, k=k: calibration(a, b, cfg.n_bins, cfg.binning)[k]
+                for k in range(3)}, cfg.n_boot, cfg.seed, cfg.confidence)
+            bins = reliability_table(pv, yv, cfg.n_bins, cfg.binning)
+            for k, stat in enumerate(("", ".mce", ".brier")):
+                details = {**base, "bins": bins} if stat == "" else base
+                rows.append(metric_row(self.name + stat, label, values[k], cis[k], **counts,
+                                       details=details))
+        return rows
