@@ -99,6 +99,7 @@ def test_push_rejects_unknown_run(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key", ["secret_key", "public_key"])
 def test_config_with_keys_is_refused(tmp_path: Path, key: str) -> None:
-    done = _evalkit(["run", "+experiment=langfuse_audit", f"source.{key}=sk-lf-x"], tmp_path)
+    # as a user's own YAML would add it
+    done = _evalkit(["run", "+experiment=langfuse_audit", f"+source.{key}=sk-lf-x"], tmp_path)
     assert done.returncode == 2
     assert "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY" in done.stderr

@@ -12,7 +12,7 @@ records and judgments. Both API generations map into the same records:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,6 +21,30 @@ V2_FIELDS = "core,basic,time,io,metadata,model,usage,prompt,metrics,trace_contex
 
 _INPUT_KEYS = ("input", "promptTokens", "input_tokens", "prompt_tokens")
 _OUTPUT_KEYS = ("output", "completionTokens", "output_tokens", "completion_tokens")
+
+
+def path_getter(path: str) -> Callable[[Any], Any]:
+    """A function reading dotted ``path`` (``metadata.expected``, ``input.0.content``) from
+    an API object; ``None`` when a step is absent. A step into a string holding JSON (v2's raw
+    ``input``/``output``) parses it."""
+    parts: list[str | int] = [int(p) if p.isdigit() else p for p in path.split(".")]
+
+    def get(obj: Any) -> Any:
+        for part in parts:
+            if isinstance(obj, str) and obj[:1] in ("{", "["):
+                try:
+                    obj = json.loads(obj)
+                except ValueError:
+                    return None
+            if isinstance(part, int):
+                obj = obj[part] if isinstance(obj, list) and part < len(obj) else None
+            else:
+                obj = obj.get(part) if isinstance(obj, Mapping) else None
+            if obj is None:
+                return None
+        return obj
+
+    return get
 
 
 def parse_time(value: Any) -> datetime | None:

@@ -36,7 +36,6 @@ import pyarrow as pa
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.results.schemas import RECORDS
-from evalkit.sources._mapping import MAPPABLE, getter
 from evalkit.sources.langfuse import mapping
 from evalkit.sources.langfuse.client import (
     LangfuseClient,
@@ -54,6 +53,8 @@ LEVELS = ("DEBUG", "DEFAULT", "WARNING", "ERROR")
 PAGE_LIMIT = 100  # page-based endpoints and /v3/scores
 CURSOR_OBSERVATIONS_LIMIT = 1000  # /v2/observations
 _P = "/api/public"
+# columns a source may fill (the rest belong to the runner and the filters)
+MAPPABLE = [f.name for f in RECORDS if f.name not in ("run_id", "excluded_by", "exclude_reason")]
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,6 @@ class _Stopped(Exception):
 
 
 _TYPE_OF = {f.name: f.type for f in RECORDS}
-_ABSENT = getter("absent")(None)  # what a getter returns when its path is not there
 
 
 def _coerce(col: str, value: Any) -> Any:
@@ -321,7 +321,8 @@ class _Reader:
         self.buffer: list[pa.Table] = []
         self.buffered = 0
         self.state: ReadState | None = None
-        self.custom = [(col, getter(path)) for col, path in self.cfg.fields.items()]
+        self.custom = [(col, mapping.path_getter(path))
+                       for col, path in self.cfg.fields.items()]
         self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,
                        "scores_read": 0, "scores_imported": 0, "scores_out_of_scope": 0,
                        "resolved_by_id": 0, "unresolved": 0}
@@ -612,7 +613,7 @@ class _Reader:
                     row = mapping.observation_record(raw, as_trace=as_trace, extra=extra)
                 for col, get in self.custom:
                     value = get(raw)
-                    if value is not _ABSENT:
+                    if value is not None:
                         row[col] = _coerce(col, value)
             except (ValueError, TypeError, AttributeError, OverflowError) as exc:
                 self._reject(f"{where} item {i}", f"cannot map to a record: {exc}", raw)
