@@ -21,6 +21,11 @@ def check_slice_by(slice_by: list[str]) -> None:
                          f"{', '.join(SLICEABLE)}")
 
 
+NORMAL_APPROX_N = 10_000
+"""From this many values on, the CI of a mean uses the normal approximation: the bootstrap
+percentile interval converges to it, and resampling would cost n × n_boot draws."""
+
+
 def bootstrap_ci(
     values: np.ndarray,
     stat: Callable[[np.ndarray], float] = np.mean,
@@ -29,21 +34,33 @@ def bootstrap_ci(
     confidence: float = 0.95,
 ) -> tuple[float | None, float | None]:
     """Percentile bootstrap interval of ``stat`` over ``values`` (1-D, or 2-D rows resampled
-    together). ``(None, None)`` with fewer than two values or ``n_boot`` = 0."""
+    together). ``(None, None)`` with fewer than two values or ``n_boot`` = 0. The mean of
+    :data:`NORMAL_APPROX_N` or more values gets the normal-approximation interval."""
     n = len(values)
     if n < 2 or n_boot <= 0:
         return None, None
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    if values.ndim == 1 and stat is np.mean:
-        stats = values[idx].mean(axis=1)
-    else:
-        stats = np.array([stat(values[i]) for i in idx])
-    stats = stats[~np.isnan(stats)]
-    if not len(stats):
-        return None, None
     alpha = (1.0 - confidence) / 2
-    lo, hi = np.quantile(stats, [alpha, 1 - alpha])
+    if stat is np.mean and values.ndim == 1 and n >= NORMAL_APPROX_N:
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(1 - alpha)
+        mean, half = float(values.mean()), z * float(values.std(ddof=1)) / np.sqrt(n)
+        return float(mean - half), float(mean + half)
+    rng = np.random.default_rng(seed)
+    # resample in blocks so memory stays near 8 MB whatever n and n_boot are
+    block = max(1, 1_000_000 // n)
+    stats: list[np.ndarray] = []
+    for start in range(0, n_boot, block):
+        idx = rng.integers(0, n, size=(min(block, n_boot - start), n))
+        if values.ndim == 1 and stat is np.mean:
+            stats.append(values[idx].mean(axis=1))
+        else:
+            stats.append(np.array([stat(values[i]) for i in idx], dtype=float))
+    flat = np.concatenate(stats)
+    flat = flat[~np.isnan(flat)]
+    if not len(flat):
+        return None, None
+    lo, hi = np.quantile(flat, [alpha, 1 - alpha])
     return float(lo), float(hi)
 
 

@@ -1,19 +1,20 @@
 """From parsed input rows (dicts) to record batches: field mapping, type checks, rejects,
 duplicate ids and imported scores. Shared by the file sources.
 
-The hot path is columnar: values are gathered per column and converted by Arrow in one call;
-only a column whose fast conversion fails is walked row by row to find, coerce or reject the
-offending values."""
+Rows are gathered as parsed and mapped column by column when a batch is flushed: each column is
+extracted with one comprehension and converted by Arrow in one call; only a column whose fast
+conversion fails is walked value by value to coerce what can be coerced and reject the rest.
+A missing key and a JSON ``null`` are the same thing here: no value."""
 
 from __future__ import annotations
 
-import json
+import gc
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError
@@ -23,35 +24,39 @@ from evalkit.results.schemas import RECORDS
 MAPPABLE = [f.name for f in RECORDS if f.name not in ("run_id", "excluded_by", "exclude_reason")]
 
 Getter = Callable[[Any], Any]
-_MISSING = object()
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON text of a parsed value (strings pass through)."""
+    if type(value) is str:
+        return value
+    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def getter(path: str) -> Getter:
     """A function reading dotted ``path`` (``output.completion``, ``messages.0.content``)
-    from nested dicts and lists; returns ``_MISSING`` when any step is absent. A step into a
-    string holding JSON parses it (fields logged as JSON text)."""
+    from nested dicts and lists; ``None`` when any step is absent. A step into a string that
+    holds JSON parses it (fields logged as JSON text)."""
     parts = [int(p) if p.isdigit() else p for p in path.split(".")]
     if len(parts) == 1:
         key = parts[0]
-        return lambda obj: obj.get(key, _MISSING) if isinstance(obj, Mapping) else _MISSING
+        return lambda obj: obj.get(key)
 
     def get(obj: Any) -> Any:
         for part in parts:
-            if isinstance(obj, str) and obj[:1] in "{[":
+            if type(obj) is str and obj[:1] in ("{", "["):
                 try:
-                    obj = json.loads(obj)
-                except ValueError:
-                    return _MISSING
-            if isinstance(part, int):
-                if not isinstance(obj, list) or part >= len(obj):
-                    return _MISSING
+                    obj = orjson.loads(obj)
+                except orjson.JSONDecodeError:
+                    return None
+            if type(part) is int:
+                if type(obj) is not list or part >= len(obj):
+                    return None
                 obj = obj[part]
-            elif isinstance(obj, Mapping):
-                if part not in obj:
-                    return _MISSING
-                obj = obj[part]
+            elif isinstance(obj, dict):
+                obj = obj.get(part)
             else:
-                return _MISSING
+                return None
         return obj
 
     return get
@@ -59,12 +64,6 @@ def getter(path: str) -> Getter:
 
 class BadValue(ValueError):
     """A value that cannot be coerced to its column's type."""
-
-
-def _to_text(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    return json.dumps(v, ensure_ascii=False, default=str)
 
 
 def _to_float(v: Any) -> float:
@@ -97,15 +96,14 @@ def _to_int(v: Any) -> int:
 
 def _to_list(v: Any) -> list[str]:
     if isinstance(v, str):
-        if v.startswith("["):
-            try:
-                v = json.loads(v)
-            except ValueError:
-                return [v]
-        else:
+        if not v.startswith("["):
+            return [v]
+        try:
+            v = orjson.loads(v)
+        except orjson.JSONDecodeError:
             return [v]
     if isinstance(v, list):
-        return [x if isinstance(x, str) else _to_text(x) for x in v if x is not None]
+        return [json_text(x) for x in v if x is not None]
     raise BadValue(f"expected a list of strings, got {type(v).__name__}")
 
 
@@ -114,7 +112,10 @@ def _to_timestamp(v: Any) -> datetime:
         raise BadValue(f"expected a timestamp, got {v!r}")
     if isinstance(v, (int, float)):
         # seconds, or milliseconds when the number is too large to be seconds
-        return datetime.fromtimestamp(v / 1000 if v > 1e11 else v, tz=timezone.utc)
+        try:
+            return datetime.fromtimestamp(v / 1000 if v > 1e11 else v, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise BadValue(f"timestamp {v!r} is out of range") from None
     if isinstance(v, str):
         try:
             ts = datetime.fromisoformat(v.replace("Z", "+00:00"))
@@ -126,16 +127,21 @@ def _to_timestamp(v: Any) -> datetime:
 
 def _coercer(typ: pa.DataType) -> Callable[[Any], Any]:
     if pa.types.is_string(typ):
-        return _to_text
+        return json_text
     if pa.types.is_floating(typ):
         return _to_float
     if pa.types.is_integer(typ):
         return _to_int
     if pa.types.is_list(typ):
         return _to_list
+    return _to_timestamp
+
+
+def _fast_array(vals: list[Any], typ: pa.DataType) -> pa.Array:
     if pa.types.is_timestamp(typ):
-        return _to_timestamp
-    raise TypeError(typ)  # pragma: no cover - every RECORDS type is listed
+        # ISO strings with an offset go through Arrow's parser; others take the slow path
+        return pa.array(vals, pa.string()).cast(typ)
+    return pa.array(vals, typ)
 
 
 def _score_value(v: Any) -> dict[str, Any]:
@@ -151,17 +157,34 @@ def _score_value(v: Any) -> dict[str, Any]:
     raise BadValue(f"expected a score (number, boolean or label), got {type(v).__name__}")
 
 
+def _scores_from_list(items: Any, rid: str) -> list[dict[str, Any]]:
+    if not isinstance(items, list):
+        raise BadValue("the scores list is not a list")
+    rows = []
+    for item in items:
+        if not isinstance(item, Mapping) or "name" not in item:
+            raise BadValue("each imported score needs a 'name'")
+        row = {"record_id": rid, "judge": str(item["name"]), **_score_value(item.get("value"))}
+        comment = item.get("comment", item.get("explanation"))
+        if comment is not None:
+            row["explanation"] = str(comment)
+        if item.get("label") is not None:
+            row["label"] = str(item["label"])
+        rows.append(row)
+    return rows
+
+
 class RecordBuilder:
-    """Collects rows into record batches, rejecting what cannot become a record."""
+    """Collects parsed rows and turns them into record tables, rejecting what cannot become a
+    record (with its location) and importing the scores the rows carry."""
 
     def __init__(self, source: str, ctx: RunContext, fields: Mapping[str, str],
                  required: list[str], record_id: str | None, scores: Mapping[str, str],
-                 scores_list: str | None, extra_to_metadata: bool,
-                 known_keys: list[str] | None = None) -> None:
-        for col in list(fields) + list(required):
+                 scores_list: str | None, extra_to_metadata: bool) -> None:
+        for key, col in [("fields", c) for c in fields] + [("required", c) for c in required]:
             if col not in MAPPABLE:
-                raise ConfigError(f"source: '{col}' is not a record column; record columns: "
-                                  f"{', '.join(MAPPABLE)}")
+                raise ConfigError(f"source.{key}: '{col}' is not a record column; record "
+                                  f"columns: {', '.join(MAPPABLE)}")
         self.source = source
         self.ctx = ctx
         mapping = {c: c for c in MAPPABLE if c not in ("record_id", "source")}
@@ -169,173 +192,165 @@ class RecordBuilder:
         if record_id is not None:
             mapping["record_id"] = record_id
         self.mapping = mapping
-        self.columns = list(mapping)
-        self.getters = [getter(mapping[c]) for c in self.columns]
-        self.required = [(c, self.columns.index(c)) for c in required]
-        self.has_id = "record_id" in mapping
-        self.id_index = self.columns.index("record_id") if self.has_id else -1
+        self.getters = {c: getter(p) for c, p in mapping.items()}
+        self.required = list(required)
         self.scores = [(name, getter(path)) for name, path in scores.items()]
         self.scores_list = getter(scores_list) if scores_list else None
-        # top-level keys that the mapping consumes; others become metadata
-        consumed = {mapping[c].split(".")[0] for c in self.columns}
+        # top-level keys that the mapping consumes; the others become metadata
+        consumed = {p.split(".")[0] for p in mapping.values()}
         consumed.update(p.split(".")[0] for p in scores.values())
         if scores_list:
             consumed.add(scores_list.split(".")[0])
-        self.consumed = consumed
+        self.consumed = frozenset(consumed)
         self.extra_to_metadata = extra_to_metadata and "metadata" not in fields
-        self.meta_index = self.columns.index("metadata")
         self.seen_ids: dict[str, str] = {}
         self._reset()
 
     def _reset(self) -> None:
-        self.values: list[list[Any]] = [[] for _ in self.columns]
+        self.rows: list[dict[str, Any]] = []
         self.locations: list[str] = []
-        self.raws: list[Any] = []
-        self.imported: list[dict[str, Any]] = []
-        self._default_ids: list[str] = []
+        self.default_ids: list[str] = []
 
     def __len__(self) -> int:
-        return len(self.locations)
+        return len(self.rows)
 
     def add(self, obj: Any, location: str, default_id: str) -> None:
         """One parsed input row; ``location`` (file:line) names it in rejects."""
-        if not isinstance(obj, Mapping):
+        if not isinstance(obj, dict):
             self.ctx.reject(self.source, location,
-                            f"expected a JSON object, got {type(obj).__name__}", _raw(obj))
+                            f"expected a JSON object, got {type(obj).__name__}", json_text(obj))
             return
-        row = [g(obj) for g in self.getters]
-        for col, i in self.required:
-            if row[i] is _MISSING or row[i] is None or row[i] == "":
-                self.ctx.reject(self.source, location, f"required field '{col}' is missing "
-                                f"(mapped from '{self._path(col)}')", _raw(obj))
-                return
-        if self.has_id:
-            rid = row[self.id_index]
-            if rid is _MISSING or rid is None:
-                self.ctx.reject(self.source, location, "record id is missing (mapped from "
-                                f"'{self._path('record_id')}')", _raw(obj))
-                return
-            rid = str(rid)
-        else:
-            rid = default_id
-        first = self.seen_ids.get(rid)
-        if first is not None:
-            self.ctx.reject(self.source, location,
-                            f"duplicate record id '{rid}' (first seen at {first})", _raw(obj))
-            return
-        self.seen_ids[rid] = location
-        if self.has_id:
-            row[self.id_index] = rid
-        if self.extra_to_metadata and row[self.meta_index] is _MISSING:
-            extra = {k: v for k, v in obj.items() if k not in self.consumed}
-            if extra:
-                row[self.meta_index] = extra
-        try:
-            self._collect_scores(obj, rid)
-        except BadValue as exc:
-            self.ctx.reject(self.source, location, f"imported score: {exc}", _raw(obj))
-            del self.seen_ids[rid]
-            return
-        for vals, v in zip(self.values, row):
-            vals.append(None if v is _MISSING else v)
+        self.rows.append(obj)
         self.locations.append(location)
-        self.raws.append(obj)
-        if not self.has_id:
-            self._default_ids.append(rid)
-
-    def _path(self, col: str) -> str:
-        return self.mapping[col]
-
-    def _collect_scores(self, obj: Any, rid: str) -> None:
-        for name, get in self.scores:
-            v = get(obj)
-            if v is not _MISSING and v is not None:
-                self.imported.append({"record_id": rid, "judge": name, **_score_value(v)})
-        if self.scores_list is not None:
-            items = self.scores_list(obj)
-            if items is _MISSING or items is None:
-                return
-            if not isinstance(items, list):
-                raise BadValue("the scores list is not a list")
-            for item in items:
-                if not isinstance(item, Mapping) or "name" not in item:
-                    raise BadValue("each imported score needs a 'name'")
-                row = {"record_id": rid, "judge": str(item["name"]),
-                       **_score_value(item.get("value"))}
-                for key in ("comment", "explanation"):
-                    if item.get(key) is not None:
-                        row["explanation"] = str(item[key])
-                if item.get("label") is not None:
-                    row["label"] = str(item["label"])
-                self.imported.append(row)
+        self.default_ids.append(default_id)
 
     def flush(self) -> pa.Table | None:
-        """The rows gathered so far as one record table (``None`` if there are none)."""
-        n = len(self.locations)
-        if not n:
+        """The rows gathered so far as one record table (``None`` if none survived)."""
+        rows = self.rows
+        if not rows:
             return None
-        arrays: dict[str, pa.Array] = {}
+        n = len(rows)
         bad: dict[int, str] = {}
-        for col, vals in zip(self.columns, self.values):
-            typ = RECORDS.field(col).type
-            try:
-                arrays[col] = _fast_array(vals, typ)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-                coerce = _coercer(typ)
-                out = []
-                for i, v in enumerate(vals):
-                    if v is None:
-                        out.append(None)
-                        continue
-                    try:
-                        out.append(coerce(v))
-                    except (BadValue, OverflowError, ValueError, OSError) as exc:
-                        bad.setdefault(i, f"field '{col}': {exc}")
-                        out.append(None)
-                arrays[col] = pa.array(out, typ)
-        if not self.has_id:
-            arrays["record_id"] = pa.array(self._default_ids, pa.string())
+        arrays: dict[str, pa.Array] = {}
+        present = set().union(*map(dict.keys, rows))
+        for col, get in self.getters.items():
+            if self.mapping[col].split(".")[0] not in present:
+                if col == "metadata" and self.extra_to_metadata and present - self.consumed:
+                    vals = self._with_extras([None] * n)
+                    arrays[col] = self._column(col, vals, bad)
+                continue
+            vals = [get(o) for o in rows]
+            if col == "record_id":
+                vals = [None if v is None else v if type(v) is str else json_text(v)
+                        for v in vals]
+            elif col == "metadata" and self.extra_to_metadata:
+                vals = self._with_extras(vals)
+            arrays[col] = self._column(col, vals, bad)
+        if "record_id" not in self.getters:
+            arrays["record_id"] = pa.array(self.default_ids, pa.string())
+        elif "record_id" not in arrays:
+            arrays["record_id"] = pa.nulls(n, pa.string())
+        for col in self.required:
+            if col not in arrays:
+                arrays[col] = pa.nulls(n, RECORDS.field(col).type)
+        ids = arrays["record_id"].to_pylist()
+        for col in self.required:
+            for i in arrays[col].is_null().to_numpy(zero_copy_only=False).nonzero()[0]:
+                bad.setdefault(int(i), f"required field '{col}' is missing (mapped from "
+                               f"'{self.mapping[col]}')")
+        imported: list[dict[str, Any]] = []
+        for i, rid in enumerate(ids):
+            if i in bad:
+                continue
+            if rid is None:
+                bad[i] = f"record id is missing (mapped from '{self.mapping['record_id']}')"
+                continue
+            first = self.seen_ids.get(rid)
+            if first is not None:
+                bad[i] = f"duplicate record id '{rid}' (first seen at {first})"
+                continue
+            if self.scores or self.scores_list:
+                try:
+                    imported.extend(self._scores(rows[i], rid))
+                except BadValue as exc:
+                    bad[i] = f"imported score: {exc}"
+                    continue
+            self.seen_ids[rid] = self.locations[i]
         arrays["source"] = pa.array([self.source] * n, pa.string())
         table = pa.table(arrays)
         if bad:
             for i, reason in sorted(bad.items()):
-                self.ctx.reject(self.source, self.locations[i], reason, _raw(self.raws[i]))
-            keep = pa.array([i not in bad for i in range(n)])
-            table = table.filter(keep)
-            bad_ids = {self._id_at(i) for i in bad}
-            self.imported = [s for s in self.imported if s["record_id"] not in bad_ids]
-        if self.imported:
-            self.ctx.import_judgments(self.imported)
+                self.ctx.reject(self.source, self.locations[i], reason, json_text(rows[i]))
+            table = table.filter(pa.array([i not in bad for i in range(n)]))
+        if imported:
+            self.ctx.import_judgments(imported)
         self._reset()
-        return table
+        return table if table.num_rows else None
 
-    def _id_at(self, i: int) -> str:
-        return self._default_ids[i] if not self.has_id else str(self.values[self.id_index][i])
+    def _with_extras(self, vals: list[Any]) -> list[Any]:
+        consumed = self.consumed
+        out = []
+        for v, o in zip(vals, self.rows):
+            extra = o.keys() - consumed
+            if v is None and extra:
+                v = {k: o[k] for k in o if k in extra}
+            out.append(v)
+        return out
 
+    def _column(self, col: str, vals: list[Any], bad: dict[int, str]) -> pa.Array:
+        typ = RECORDS.field(col).type
+        try:
+            return _fast_array(vals, typ)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            pass
+        coerce = _coercer(typ)
+        out = []
+        for i, v in enumerate(vals):
+            if v is None:
+                out.append(None)
+                continue
+            try:
+                out.append(coerce(v))
+            except BadValue as exc:
+                bad.setdefault(i, f"field '{col}' (from '{self.mapping[col]}'): {exc}")
+                out.append(None)
+        return pa.array(out, typ)
 
-def _fast_array(vals: list[Any], typ: pa.DataType) -> pa.Array:
-    if pa.types.is_timestamp(typ):
-        # ISO strings through Arrow's parser; anything else takes the slow path
-        arr = pa.array(vals, pa.string())
-        return pc.cast(pc.strptime(arr, "%Y-%m-%dT%H:%M:%S%z", "us", error_is_null=False), typ)
-    arr = pa.array(vals, typ)
-    return arr
-
-
-def _raw(obj: Any) -> str:
-    return obj if isinstance(obj, str) else _to_text(obj)
+    def _scores(self, obj: dict[str, Any], rid: str) -> list[dict[str, Any]]:
+        out = []
+        for name, get in self.scores:
+            v = get(obj)
+            if v is not None:
+                out.append({"record_id": rid, "judge": name, **_score_value(v)})
+        if self.scores_list is not None:
+            items = self.scores_list(obj)
+            if items is not None:
+                out.extend(_scores_from_list(items, rid))
+        return out
 
 
 def batches(builder: RecordBuilder, rows: Iterator[tuple[Any, str, str]],
             batch_size: int) -> Iterator[pa.Table]:
     """Feed ``(row, location, default_id)`` items to ``builder``; yield a table every
-    ``batch_size`` rows and at the end."""
-    for obj, location, default_id in rows:
-        builder.add(obj, location, default_id)
-        if len(builder) >= batch_size:
+    ``batch_size`` rows and at the end.
+
+    The cyclic garbage collector is paused while a batch is parsed: the parsed rows hold no
+    cycles, and with tens of thousands of live dicts its passes cost more than the parsing."""
+    while True:
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            done = True
+            for obj, location, default_id in rows:
+                builder.add(obj, location, default_id)
+                if len(builder) >= batch_size:
+                    done = False
+                    break
             table = builder.flush()
-            if table is not None:
-                yield table
-    table = builder.flush()
-    if table is not None:
-        yield table
+        finally:
+            if gc_was_on:
+                gc.enable()
+        if table is not None:
+            yield table
+        if done:
+            return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
-import json
+import orjson
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,6 +56,14 @@ def builder_for(name: str, cfg: FileSourceConfig, ctx: RunContext) -> RecordBuil
                          cfg.scores, cfg.scores_list, cfg.extra_to_metadata)
 
 
+def _decode_problem(line: bytes, exc: Exception) -> str:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return (f"not UTF-8 ({bad.reason} at byte {bad.start}); re-encode the file as UTF-8")
+    return f"malformed JSON: {exc}"
+
+
 class JsonlSource:
     """Reads JSON Lines. A line that is not valid UTF-8, not JSON, not an object, lacks a
     required field or has a value of the wrong type becomes a reject (file:line, reason)."""
@@ -72,7 +80,7 @@ class JsonlSource:
         return fingerprint(self.paths)
 
     def _rows(self) -> Iterator[tuple[Any, str, str]]:
-        loads = json.loads
+        loads = orjson.loads
         for path in self.paths:
             opener = gzip.open if path.suffix == ".gz" else open
             label = path.name
@@ -82,16 +90,10 @@ class JsonlSource:
                         continue
                     location = f"{path}:{lineno}"
                     try:
-                        text = line.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        self.ctx.reject(self.name, location, f"not UTF-8 ({exc.reason} at "
-                                        f"byte {exc.start}); re-encode the file as UTF-8",
+                        obj = loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        self.ctx.reject(self.name, location, _decode_problem(line, exc),
                                         line.decode("utf-8", "backslashreplace"))
-                        continue
-                    try:
-                        obj = loads(text)
-                    except ValueError as exc:
-                        self.ctx.reject(self.name, location, f"malformed JSON: {exc}", text)
                         continue
                     yield obj, location, f"{label}:{lineno}"
 

@@ -509,6 +509,9 @@ class _Reader:
         except _StreamFailed as exc:
             st.failed = str(exc)
             self._reject(f"GET {st.path}", f"stream {st.key} stopped: {exc}", None)
+        except NotFound as exc:
+            raise SourceError(f"langfuse: {exc}; this server does not serve the API "
+                              f"generation '{self.src.api}' (source.api); use api: auto") from None
 
     async def _run_paged(self, st: _Stream) -> None:
         if st.total_items is None:
