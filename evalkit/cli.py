@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("evalkit.runner.app", "run an experiment (Hydra: +experiment=NAME, overrides, -m)"),
     "query": ("evalkit.commands.query", "SQL (DuckDB) over every run in the runs directory"),
     "plugins": ("evalkit.commands.plugins", "list installed sources, filters, judges, metrics"),
+    "compare": ("evalkit.commands.compare", "metric deltas of two runs, paired-bootstrap CIs"),
     "push": ("evalkit.commands.push", "send a run's judgments elsewhere (--to langfuse: scores)"),
 }
 

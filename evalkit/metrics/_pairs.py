@@ -105,7 +105,8 @@ def load_pairs(con: Any, cfg: PairConfig, columns: list[str] | None = None) -> P
     if cfg.flip_b:
         b = 1.0 - b
         b_bin = 1.0 - b_bin
-    missing = [s.judge for s in (cfg.spec_a, cfg.spec_b) if not judge_known(con, s)]
+    missing = [s.judge for n, s in (("a", cfg.spec_a), ("b", cfg.spec_b))
+               if not judge_known(table, n, s)]
     undefined = (f"no judgments from {', '.join(repr(m) for m in missing)} in this run"
                  if missing else None)
     return Pairs(table, a, b, a_bin, b_bin, why_a, why_b, excluded_mask(table), undefined)

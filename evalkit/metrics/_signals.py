@@ -124,13 +124,11 @@ def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None
 
 def _judgment_subquery(judge: str, fields: list[str], alias: str) -> tuple[str, list[Any]]:
     # one row per record: a judge that left several judgments for a record (a rerun, an
-    # imported and a computed copy) contributes its ok one first; arg_min_null keeps every
-    # field from that same row (arg_min would skip null cells and mix rows)
-    cols = ", ".join(
-        f"arg_min_null({f}, CASE status WHEN 'ok' THEN 0 WHEN 'error' THEN 1 ELSE 2 END) AS {f}"
-        for f in dict.fromkeys(["status", "error", *fields]))
-    return (f"LEFT JOIN (SELECT record_id, {cols} FROM judgments WHERE judge = ? "
-            f"GROUP BY record_id) {alias} USING (record_id)", [judge])
+    # imported and a computed copy) contributes its ok one first, every field from that row
+    cols = ", ".join(f'"{f}"' for f in dict.fromkeys(["status", "error", *fields]))
+    return (f"LEFT JOIN (SELECT DISTINCT ON (record_id) record_id, {cols} FROM judgments "
+            "WHERE judge = ? ORDER BY record_id, CASE status WHEN 'ok' THEN 0 "
+            f"WHEN 'error' THEN 1 ELSE 2 END) {alias} USING (record_id)", [judge])
 
 
 def fetch(con: Any, specs: Mapping[str, SignalSpec], columns: list[str],
@@ -186,12 +184,12 @@ def reasons(why: list[str | None], keep: np.ndarray | None = None) -> dict[str, 
     return dict(Counter(w for w in items if w is not None).most_common())
 
 
-def judge_known(con: Any, spec: SignalSpec) -> bool:
-    """Whether the run has any judgment from ``spec``'s judge (always True for a column)."""
-    if spec.column:
+def judge_known(table: pa.Table, name: str, spec: SignalSpec) -> bool:
+    """Whether judge signal ``name`` of ``table`` (from :func:`fetch`) found any judgment
+    (always True for a column, and for a run without records)."""
+    if spec.column or not table.num_rows:
         return True
-    return bool(con.execute("SELECT count(*) FROM judgments WHERE judge = ?",
-                            [spec.judge]).fetchone()[0])
+    return table.column(f"{name}__status").null_count < table.num_rows
 
 
 def metric_row(metric: str, label: str, value: float | None, ci: tuple[Any, Any],

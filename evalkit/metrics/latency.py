@@ -51,7 +51,7 @@ class LatencyMetric:
             f'SELECT record_id, excluded_by, "{cfg.column}" AS x'
             + "".join(f', "{c}"' for c in dict.fromkeys(cfg.slice_by))
             + " FROM records ORDER BY record_id").to_arrow_table()
-        x = np.asarray(table.column("x").to_numpy(zero_copy_only=False), dtype=float)
+        x = np.array(table.column("x").to_numpy(zero_copy_only=False), dtype=float)
         negative = x < 0
         x[~np.isfinite(x) | (x < 0)] = np.nan
         excluded = excluded_mask(table)

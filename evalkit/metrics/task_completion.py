@@ -70,7 +70,7 @@ class TaskCompletionMetric:
         cfg = self.config
         table, success, why, spec = outcomes(con, cfg)
         excluded = excluded_mask(table)
-        known = judge_known(con, spec)
+        known = judge_known(table, "outcome", spec)
         rows = []
         for label, idx in index_slices(table, list(cfg.slice_by)):
             inc = idx[~excluded[idx]]

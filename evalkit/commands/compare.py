@@ -1,0 +1,245 @@
+"""``evalkit compare RUN_A RUN_B``: how every metric moved between two runs, over the records
+both runs share, with paired-bootstrap confidence intervals of the differences.
+
+Each resample draws the shared records with replacement, once for both runs (that pairing is
+what makes the interval honest when the runs score the same inputs), and recomputes every
+metric both runs configured, with its own config (inner bootstrap off), on both runs' tables.
+A difference is flagged significant when its interval excludes 0. Nothing is written: the
+runs are read-only here, and a metric that writes side files (``disagreements``) writes them
+to a temporary directory."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import EvalkitError
+
+FORMATS = ("table", "csv", "json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_a", help="the baseline: a run id or a run directory")
+    parser.add_argument("run_b", help="the candidate: a run id or a run directory")
+    parser.add_argument("--runs-dir", default="runs", help="where run ids are looked up "
+                        "(default: runs)")
+    parser.add_argument("--n-boot", type=int, default=200,
+                        help="paired bootstrap resamples (default: 200; each recomputes every "
+                        "metric on both runs)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    parser.add_argument("--confidence", type=float, default=0.95,
+                        help="CI level (default: 0.95)")
+    parser.add_argument("--metric", action="append", default=None,
+                        help="only this metric instance (repeatable)")
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+
+
+def find_run(ref: str, runs_dir: Path) -> Path:
+    """The run directory named by ``ref``: a path holding ``manifest.json``, or a run id
+    under ``runs_dir/<experiment>/``."""
+    path = Path(ref)
+    if (path / "manifest.json").is_file():
+        return path
+    hits = sorted(p.parent for p in runs_dir.glob(f"*/{ref}/manifest.json"))
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise EvalkitError(f"compare: run id '{ref}' is in several experiments "
+                           f"({', '.join(str(h) for h in hits)}); pass the run directory")
+    raise EvalkitError(f"compare: no run '{ref}' (neither a run directory with manifest.json "
+                       f"nor a run id under {runs_dir}/<experiment>/); see "
+                       "evalkit query \"SELECT run_id, experiment FROM runs\"")
+
+
+class _Run:
+    """One run opened for recomputation over a chosen multiset of its records."""
+
+    def __init__(self, run_dir: Path, scratch: Path) -> None:
+        import duckdb
+
+        from evalkit.results.writer import judgments_view_sql
+
+        self.dir = run_dir
+        self.manifest = json.loads((run_dir / "manifest.json").read_text())
+        if self.manifest.get("status") != "ok":
+            raise EvalkitError(f"compare: run {run_dir} has status "
+                               f"'{self.manifest.get('status')}', not ok; compare finished runs")
+        self.con = duckdb.connect()
+        records = str(run_dir / "records.parquet").replace("'", "''")
+        self.con.execute(f"CREATE TABLE base_records AS SELECT * FROM read_parquet('{records}')")
+        self.con.execute(f"CREATE TABLE base_judgments AS {judgments_view_sql(run_dir)}")
+        self.ids = {r for (r,) in self.con.execute(
+            "SELECT record_id FROM base_records").fetchall()}
+        self.scratch = scratch
+
+    def metrics(self) -> dict[str, Any]:
+        """Instance name -> metric plugin built from the run's own config, inner CI off."""
+        from evalkit.config import instance
+        from evalkit.context import RunContext
+
+        node = (self.manifest.get("config") or {}).get("metrics") or {}
+        ctx = RunContext(run_id=self.manifest["run_id"], experiment=self.manifest.get(
+            "experiment", "default"), run_dir=self.scratch / self.manifest["run_id"],
+            runs_dir=self.scratch, cache_dir=self.scratch)
+        out = {}
+        for name, spec in node.items():
+            if spec is None:
+                continue
+            inst = instance("metrics", name, spec, f"metrics.{name}")
+            config = inst.config
+            if any(f.name == "n_boot" for f in dataclasses.fields(config)):
+                config = dataclasses.replace(config, n_boot=0)
+            out[name] = inst.cls(name, config, ctx)
+        return out
+
+    def use(self, sample: Any) -> None:
+        """Make the views ``records``, ``judgments`` and ``included`` hold the records of
+        ``sample`` (a table of record_id, copy), each copy under its own id."""
+        self.con.register("sample", sample)
+        # materialised once per resample: every metric then reads plain tables
+        self.con.execute(
+            "CREATE OR REPLACE TABLE records AS SELECT r.* REPLACE "
+            "(r.record_id || '#' || s.copy AS record_id) FROM base_records r "
+            "JOIN sample s USING (record_id)")
+        self.con.execute(
+            "CREATE OR REPLACE TABLE judgments AS SELECT j.* REPLACE "
+            "(j.record_id || '#' || s.copy AS record_id) FROM base_judgments j "
+            "JOIN sample s USING (record_id)")
+        self.con.execute("CREATE OR REPLACE VIEW included AS "
+                         "SELECT * FROM records WHERE excluded_by IS NULL")
+        self.con.unregister("sample")
+
+
+def _values(run: _Run, metrics: dict[str, Any]) -> dict[tuple[str, str], float | None]:
+    from evalkit.results.schemas import METRICS, conform
+
+    out: dict[tuple[str, str], float | None] = {}
+    for name, plugin in metrics.items():
+        table = conform(plugin.compute(run.con), METRICS, {"metric": name})
+        for row in table.select(["metric", "slice", "value"]).to_pylist():
+            out[(row["metric"], row["slice"])] = row["value"]
+    return out
+
+
+def _samples(ids: list[str], n_boot: int, seed: int) -> Iterator[Any]:
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    arr = np.array(ids, dtype=object)
+    for _ in range(n_boot):
+        picked = np.sort(rng.integers(0, len(ids), size=len(ids)))
+        # the k-th draw of the same record becomes copy k, so copies keep distinct ids
+        same = np.r_[False, picked[1:] == picked[:-1]]
+        run_start = np.flatnonzero(~same)
+        lengths = np.diff(np.r_[run_start, len(picked)])
+        copy = np.arange(len(picked)) - np.repeat(run_start, lengths)
+        yield pa.table({"record_id": pa.array(arr[picked].tolist(), pa.string()),
+                        "copy": pa.array(copy, pa.int64())})
+
+
+def _finite(v: float | None) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+def compare(run_a: Path, run_b: Path, n_boot: int = 200, seed: int = 0,
+            confidence: float = 0.95, only: list[str] | None = None) -> list[dict[str, Any]]:
+    """One row per (metric, slice) both runs produce: values on the shared records, the
+    difference B − A, its paired-bootstrap interval and whether that excludes 0."""
+    import numpy as np
+    import pyarrow as pa
+
+    with tempfile.TemporaryDirectory(prefix="evalkit-compare-") as tmp:
+        a, b = _Run(run_a, Path(tmp) / "a"), _Run(run_b, Path(tmp) / "b")
+        shared = sorted(a.ids & b.ids)
+        if not shared:
+            raise EvalkitError(f"compare: runs {run_a.name} and {run_b.name} share no "
+                               "record_id; a paired comparison needs the same inputs")
+        ma, mb = a.metrics(), b.metrics()
+        names = [n for n in ma if n in mb and (not only or n in only)]
+        if not names:
+            raise EvalkitError("compare: the runs configure no metric in common"
+                               + (f" among {only}" if only else ""))
+        ma = {n: ma[n] for n in names}
+        mb = {n: mb[n] for n in names}
+        identity = pa.table({"record_id": pa.array(shared, pa.string()),
+                             "copy": pa.array([0] * len(shared), pa.int64())})
+        a.use(identity)
+        b.use(identity)
+        va, vb = _values(a, ma), _values(b, mb)
+        keys = [k for k in va if k in vb]
+        deltas: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
+        for sample in _samples(shared, n_boot, seed):
+            a.use(sample)
+            b.use(sample)
+            sa, sb = _values(a, ma), _values(b, mb)
+            for k in keys:
+                x, y = sa.get(k), sb.get(k)
+                if _finite(x) and _finite(y):
+                    deltas[k].append(y - x)  # type: ignore[operator]
+    alpha = (1.0 - confidence) / 2
+    rows = []
+    for key in keys:
+        x, y = va[key], vb[key]
+        row: dict[str, Any] = {"metric": key[0], "slice": key[1], "a": x, "b": y,
+                               "delta": y - x if _finite(x) and _finite(y) else None,
+                               "ci_low": None, "ci_high": None, "significant": None,
+                               "n_shared": len(shared), "n_resamples": len(deltas[key])}
+        if row["delta"] is not None and len(deltas[key]) >= 2:
+            lo, hi = np.quantile(deltas[key], [alpha, 1 - alpha])
+            row.update(ci_low=float(lo), ci_high=float(hi), significant=bool(lo > 0 or hi < 0))
+        rows.append(row)
+    return rows
+
+
+def main(args: argparse.Namespace) -> int:
+    runs_dir = Path(args.runs_dir)
+    if args.n_boot < 0:
+        raise EvalkitError("compare: --n-boot must be 0 or more")
+    if not 0.0 < args.confidence < 1.0:
+        raise EvalkitError("compare: --confidence must be within (0, 1)")
+    run_a, run_b = find_run(args.run_a, runs_dir), find_run(args.run_b, runs_dir)
+    rows = compare(run_a, run_b, args.n_boot, args.seed, args.confidence, args.metric)
+    if args.format == "json":
+        for row in rows:
+            sys.stdout.write(json.dumps(row) + "\n")
+    elif args.format == "csv":
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["metric"])
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        _print(rows, run_a, run_b, args.confidence)
+    return 0
+
+
+def _fmt(v: float | None) -> str:
+    return "" if v is None else f"{v:.4g}"
+
+
+def _print(rows: list[dict[str, Any]], run_a: Path, run_b: Path, confidence: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(header_style="bold", title=f"A = {run_a.name}  ·  B = {run_b.name}")
+    for col in ("metric", "slice", "A", "B", "B − A", f"{confidence:.0%} CI", "significant"):
+        table.add_column(col)
+    for r in rows:
+        ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None else ""
+        flag = {True: "[bold]yes[/]", False: "no", None: ""}[r["significant"]]
+        table.add_row(r["metric"], r["slice"], _fmt(r["a"]), _fmt(r["b"]), _fmt(r["delta"]),
+                      ci, flag)
+    console = Console()
+    console.print(table)
+    n = rows[0]["n_shared"] if rows else 0
+    console.print(f"{len(rows)} metric rows over {n} shared records; significant: the paired "
+                  "bootstrap interval of B − A excludes 0", style="dim")
