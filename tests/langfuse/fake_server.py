@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import base64
 import bisect
+import functools
 import json
 import random
 import threading
@@ -52,35 +53,45 @@ def parse(value: str) -> datetime:
 class SpecValidator:
     """Validates bodies against component schemas of the copied OpenAPI 3.0 spec."""
 
-    def __init__(self, path: Path = SPEC_PATH) -> None:
-        import yaml
-        from openapi_schema_validator import OAS30Validator, oas30_format_checker
+    _validators: dict[str, Any] = {}  # shared: building one costs more than a test
 
-        self.spec = yaml.safe_load(path.read_text())
-        self._validators: dict[str, Any] = {}
-        self._cls = OAS30Validator
-        self._formats = oas30_format_checker
+    def __init__(self, path: Path = SPEC_PATH) -> None:
+        self.path = path
 
     def errors(self, schema: str, body: Any) -> list[str]:
         validator = self._validators.get(schema)
         if validator is None:
-            validator = self._cls({"$ref": f"#/components/schemas/{schema}",
-                                   "components": self.spec["components"]},
-                                  format_checker=self._formats)
-            self._validators[schema] = validator
+            validator = self._validators[schema] = _validator(self.path, schema)
         return [f"{schema}: {'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
                 for e in validator.iter_errors(body)]
 
 
+@functools.cache
+def _spec(path: Path) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def _validator(path: Path, schema: str) -> Any:
+    from openapi_schema_validator import OAS30Validator, oas30_format_checker
+
+    return OAS30Validator({"$ref": f"#/components/schemas/{schema}",
+                           "components": _spec(path)["components"]},
+                          format_checker=oas30_format_checker)
+
+
 @dataclass
 class Fault:
-    """Answer the next ``times`` requests whose path starts with ``path`` with ``status``."""
+    """Answer ``times`` requests whose path starts with ``path`` with ``status``, after
+    letting the first ``after`` of them through."""
 
     path: str
     status: int
     times: int = 1
     retry_after: str | None = None
     body: Any = None
+    after: int = 0
 
 
 _V2_GROUPS = {
@@ -354,6 +365,9 @@ class FakeLangfuse:
                 return web.json_response({"message": "Invalid credentials"}, status=401)
         for fault in self.faults:
             if fault.times > 0 and request.path.startswith(fault.path):
+                if fault.after > 0:
+                    fault.after -= 1
+                    continue
                 fault.times -= 1
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
                 return web.json_response(fault.body or {"message": f"fault {fault.status}"},

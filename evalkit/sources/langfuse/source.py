@@ -26,7 +26,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -339,7 +339,7 @@ class _Reader:
             self.client = client
             try:
                 streams = await self._prepare()
-                await asyncio.gather(*(self._run_stream(s) for s in streams))
+                await _all(self._run_stream(s) for s in streams)
                 if cfg.import_scores:
                     await self._import_scores()
                 self._flush()
@@ -518,8 +518,7 @@ class _Reader:
             await self._page(st, 1)
         assert st.total_items is not None
         pages = max(1, math.ceil(st.total_items / st.limit))
-        await asyncio.gather(*(self._page(st, p) for p in range(1, pages + 1)
-                               if p not in st.pages_done))
+        await _all(self._page(st, p) for p in range(1, pages + 1) if p not in st.pages_done)
         st.done = True
         self._save(st)
 
@@ -730,7 +729,7 @@ class _Reader:
                     if isinstance(obs, Mapping) and obs.get("id") in chunk:
                         found[obs["id"]] = obs
 
-            await asyncio.gather(*(batch(ids[i:i + 100]) for i in range(0, len(ids), 100)))
+            await _all(batch(ids[i:i + 100]) for i in range(0, len(ids), 100))
         else:
             async def one(obs_id: str) -> None:
                 try:
@@ -738,7 +737,7 @@ class _Reader:
                 except NotFound:
                     return
 
-            await asyncio.gather(*(one(i) for i in ids))
+            await _all(one(i) for i in ids)
         return found
 
     def _matches(self, obs: Mapping[str, Any]) -> bool:
@@ -748,6 +747,18 @@ class _Reader:
                 and (cfg.name is None or obs.get("name") == cfg.name)
                 and (cfg.level is None or obs.get("level") == cfg.level)
                 and (not cfg.environment or obs.get("environment") in cfg.environment))
+
+
+async def _all(coros: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run ``coros`` concurrently; when one fails, cancel the rest before raising."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 class _StreamFailed(Exception):

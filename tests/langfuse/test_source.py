@@ -1,0 +1,239 @@
+"""The Langfuse source against the fake server, for both API generations."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+from conftest import read_all
+from fake_server import FakeLangfuse, Fault, SpecValidator, _obs, parse, score
+
+from evalkit.errors import SourceError
+from evalkit.results.writer import write_json
+from evalkit.sources.langfuse import LangfuseSourceConfig
+
+FAILED_KINDS = {"envelope", "http_error", "null"}
+
+
+def _obs_path(fake: FakeLangfuse) -> str:
+    return "/api/public/observations" if fake.generation == "v3" else "/api/public/v2/observations"
+
+
+def test_records_map_the_same_on_both_generations(fake_v3: FakeLangfuse,
+                                                  fake_v4: FakeLangfuse, tmp_path: Path) -> None:
+    v3 = read_all(tmp_path / "a", host=fake_v3.url)
+    v4 = read_all(tmp_path / "b", host=fake_v4.url)
+    assert (v3.fingerprint["api"], v4.fingerprint["api"]) == ("v3", "v4")
+    a, b = v3.by_id(), v4.by_id()
+    assert a.keys() == b.keys() == fake_v3.info["kinds"].keys()  # type: ignore[attr-defined]
+    # what only v2 carries: the trace's session and tags (v1 observations lack them), and
+    # metadata values over 200 characters, which v2 truncates unless expandMetadata names them
+    only_v2 = ("metadata", "tags", "session_id")
+    for rid, rec in a.items():
+        other = b[rid]
+        assert {k: v for k, v in rec.items() if k not in only_v2} == \
+            {k: v for k, v in other.items() if k not in only_v2}, rid
+        assert json.loads(rec["metadata"])["name"] == "llm-call"
+        assert rec["session_id"] is None and other["session_id"].startswith("sess-")
+        assert rec["tags"] is None and "prod" in other["tags"]
+
+
+def test_mapping_feeds_pipeline_failure(fake: FakeLangfuse, tmp_path: Path) -> None:
+    kinds = fake.info["kinds"]  # type: ignore[attr-defined]
+    records = read_all(tmp_path).by_id()
+    for rid, rec in records.items():
+        kind = kinds[rid]
+        if kind == "envelope":
+            assert rec["level"] == "ERROR" and rec["status_message"] == "429 Too Many Requests"
+            assert json.loads(rec["output"])["rawRequest"]["model"] == "gpt-4o-mini"
+        elif kind == "null":
+            assert rec["output"] is None
+        elif kind == "http_error":
+            assert json.loads(rec["output"]) == {"error": {"message": "upstream timeout",
+                                                           "code": 504}}
+        elif kind in ("echo", "refusal"):
+            assert not rec["output"].startswith(("{", '"'))  # plain text stays plain text
+        assert rec["latency_s"] > 0 and rec["trace_id"].startswith("trace-")
+        assert rec["input_tokens"] >= 120 and rec["output_tokens"] >= 80
+        i = int(rid.split("-")[1]) if rid != "gen-hidden-0" else 1
+        if i % 10 == 0:
+            assert rec["cost_usd"] is None  # unknown price: null, never 0
+        else:
+            assert rec["cost_usd"] == pytest.approx(
+                rec["input_tokens"] * 1.5e-7 + rec["output_tokens"] * 6e-7)
+
+
+def test_scores_become_imported_judgments(fake: FakeLangfuse, tmp_path: Path) -> None:
+    read = read_all(tmp_path)
+    kinds = fake.info["kinds"]  # type: ignore[attr-defined]
+    by_judge: dict[str, list[dict]] = {}
+    for j in read.imported:
+        assert j["origin"] == "imported" and j["record_id"] in kinds
+        by_judge.setdefault(j["judge"], []).append(j)
+    assert set(by_judge) == {"hallucination", "helpful", "tone"}
+    assert all(j["status"] == "ok" for j in read.imported)
+    hall = by_judge["hallucination"]
+    assert all(0 <= j["value"] <= 1 for j in hall)
+    assert any(j["explanation"] == "claims checked against the context" for j in hall)
+    assert {j["record_id"] for j in hall} >= {"gen-hidden-0"}
+    assert {(j["value"], j["passed"]) for j in by_judge["helpful"]} == {(0.0, False), (1.0, True)}
+    assert {(j["value"], j["label"]) for j in by_judge["tone"]} == {(None, "neutral")}
+    stats = read.fingerprint["stats"]
+    assert stats["resolved_by_id"] == 1 and stats["unresolved"] == 1
+    # trace-level user_feedback (7) and the span-level scores (4) are not about generations
+    assert stats["scores_out_of_scope"] == 7 + 4
+    hidden = read.by_id()["gen-hidden-0"]
+    assert json.loads(hidden["metadata"])["resolved_by_id"] is True
+    [ghost] = [r for r in read.rejects if "gen-ghost-0" in r["location"]]
+    assert "sc-ghost" in ghost["reason"]
+
+
+def test_traces(fake: FakeLangfuse, tmp_path: Path) -> None:
+    read = read_all(tmp_path, read="traces")
+    records = read.by_id()
+    assert sorted(records) == sorted(fake.traces)
+    trace = records["trace-00003"]
+    assert trace["trace_id"] == "trace-00003" and trace["session_id"] == "sess-3"
+    feedback = [j for j in read.imported if j["judge"] == "user_feedback"]
+    assert sorted(j["record_id"] for j in feedback) == [f"trace-{i:05d}" for i in range(0, 40, 6)]
+    assert all(j["judge"] == "user_feedback" for j in read.imported)
+
+
+def test_filters(fake: FakeLangfuse, tmp_path: Path) -> None:
+    kinds = fake.info["kinds"]  # type: ignore[attr-defined]
+    beta = read_all(tmp_path / "a", tags=["beta"], import_scores=False).by_id()
+    assert beta and all(int(r.split("-")[1]) % 3 == 0 for r in beta)
+    assert any("filter" in q for _, path, q in fake.requests if path == _obs_path(fake))
+    errors = read_all(tmp_path / "b", level="ERROR", import_scores=False).by_id()
+    assert {kinds[r] for r in errors} == {"envelope", "null"}
+    spans = read_all(tmp_path / "c", types=["SPAN"], import_scores=False).by_id()
+    assert len(spans) == 40 and all(r.startswith("span-") for r in spans)
+
+
+def test_retries_honour_retry_after(fake: FakeLangfuse, tmp_path: Path) -> None:
+    path = _obs_path(fake)
+    fake.faults += [Fault(path, 524), Fault(path, 429, times=2, retry_after="0.3"),
+                    Fault(path, 503, retry_after="0.05")]
+    t0 = time.monotonic()
+    read = read_all(tmp_path, import_scores=False, concurrency=1)
+    assert time.monotonic() - t0 >= 0.6
+    stats = read.fingerprint["stats"]
+    assert stats["rate_limited"] == 2 and stats["retries"] == 4
+    assert read.fingerprint["complete"] and len(read.by_id()) == 80
+
+
+def test_too_heavy_halves_the_page_size(fake: FakeLangfuse, tmp_path: Path) -> None:
+    fake.heavy_limit = 7
+    read = read_all(tmp_path, shards=1)
+    assert read.fingerprint["stats"]["too_heavy"] > 0
+    assert read.fingerprint["complete"]
+    assert sorted(read.by_id()) == sorted(fake.info["kinds"])  # type: ignore[attr-defined]
+    assert read.fingerprint["stats"]["duplicates"] == 0
+
+
+def test_detection_and_generation_mismatch(fake_v3: FakeLangfuse, tmp_path: Path) -> None:
+    read = read_all(tmp_path / "a", import_scores=False)
+    assert read.fingerprint["api"] == "v3"
+    assert fake_v3.requests[0][1] == "/api/public/v2/observations"  # the probe, 404
+    with pytest.raises(SourceError, match="does not serve the API generation 'v4'"):
+        read_all(tmp_path / "b", api="v4")
+    fake_v3.v2_opt_in = True  # LANGFUSE_MIGRATION_V4_ALLOW_PREVIEW_OPT_IN
+    assert read_all(tmp_path / "c", import_scores=False).fingerprint["api"] == "v4"
+
+
+def test_bad_keys_fail_clearly(fake: FakeLangfuse, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-wrong")
+    with pytest.raises(SourceError, match="answered 401: check LANGFUSE_PUBLIC_KEY"):
+        read_all(tmp_path)
+    monkeypatch.delenv("LANGFUSE_SECRET_KEY")
+    with pytest.raises(SourceError, match="LANGFUSE_SECRET_KEY not set"):
+        read_all(tmp_path)
+
+
+def test_resume_after_interruption(fake: FakeLangfuse, tmp_path: Path) -> None:
+    path = _obs_path(fake)
+    fake.faults.append(Fault(path, 500, times=100, after=4))
+    opts = {"page_size": 10, "shards": 1, "concurrency": 1, "max_retries": 0}
+    first: list = []
+    with pytest.raises(SourceError, match="failed after 1 attempts"):
+        from conftest import make_source
+
+        source, _ = make_source(tmp_path, **opts)
+        for table in source.read():
+            first.extend(table.column("record_id").to_pylist())
+    state = list((tmp_path / "runs" / ".state" / "lf").glob("langfuse-*.json"))
+    assert len(state) == 1
+    fake.faults.clear()
+    n_before = len(fake.requests)
+    read = read_all(tmp_path, **opts)
+    assert read.fingerprint["resumed"] and read.fingerprint["complete"]
+    assert sorted(read.by_id()) == sorted(fake.info["kinds"])  # type: ignore[attr-defined]
+    assert read.records.num_rows == len(read.by_id())
+    pages_again = sum(1 for _, p, _ in fake.requests[n_before:] if p == path)
+    assert pages_again < math.ceil(80 / 10) + 1  # the pages read before were not read again
+    assert not state[0].exists()  # done: the progress is dropped
+
+
+def test_incremental_reads_only_what_is_new(fake: FakeLangfuse, tmp_path: Path) -> None:
+    first = read_all(tmp_path, to_time="2026-05-01T12:00:00Z", import_scores=False)
+    run = tmp_path / "runs" / "lf" / "run-1"
+    run.mkdir(parents=True)
+    write_json({"run_id": "run-1", "status": "ok", "sources": {"source": first.fingerprint}},
+               run / "manifest.json")
+    later = read_all(tmp_path, incremental=True, import_scores=False)
+    assert later.fingerprint["incremental_after"] == "run-1"
+    assert later.fingerprint["window"]["from"] == "2026-05-01T12:00:00.000Z"
+    before = set(first.by_id())
+    after = set(later.by_id())
+    assert before and after and not before & after
+    assert before | after == set(fake.info["kinds"]) - {"gen-hidden-0"}  # type: ignore
+
+
+def test_lagging_observation_is_found_on_retry(fake: FakeLangfuse, tmp_path: Path) -> None:
+    t0 = parse("2026-05-01T06:00:00Z")
+    fake.add_observation(_obs("gen-late-0", "trace-00010", "GENERATION", "llm-call", t0, t0,
+                              None, "q", "a", 1), lag_s=0.5)
+    fake.hidden_from_list.add("gen-late-0")
+    fake.add_score(score("sc-late", "hallucination", "NUMERIC", t0, observation="gen-late-0",
+                         trace="trace-00010", value=0.3))
+    read = read_all(tmp_path, resolve_retry_s=0.6)
+    assert "gen-late-0" in read.by_id()
+    assert any(j["record_id"] == "gen-late-0" for j in read.imported)
+
+
+def test_custom_fields(fake: FakeLangfuse, tmp_path: Path) -> None:
+    kinds = fake.info["kinds"]  # type: ignore[attr-defined]
+    records = read_all(tmp_path, fields={"reference": "metadata.tenant",
+                                         "final_output": "output.content"},
+                       import_scores=False).by_id()
+    for rid, rec in records.items():
+        assert rec["reference"] == "acme"
+        if kinds[rid] == "ok" and rid != "gen-hidden-0":
+            assert rec["final_output"].startswith("Here is the answer")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"api": "v5"}, "api: 'v5' is not one of"),
+    ({"types": ["GEN"]}, "types: 'GEN' is not one of"),
+    ({"from_time": "2026-05-02T00:00:00Z", "to_time": "2026-05-01T00:00:00Z"}, "before"),
+    ({"from_time": "yesterday"}, "not an ISO-8601"),
+    ({"secret_key": "sk-lf-1"}, "LANGFUSE_SECRET_KEY instead"),
+    ({"fields": {"answer": "output"}}, "fields.answer: not a record column"),
+])
+def test_config_validation(changes: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LangfuseSourceConfig(**changes).validate()
+
+
+def test_the_spec_check_catches_drift() -> None:
+    """The validator the fake runs on every answer rejects what the real API would not send."""
+    spec = SpecValidator()
+    bad_obs = {"data": [{"id": "o1", "startTime": "2026-05-01T00:00:00Z"}], "meta": {}}
+    assert any("traceId" in e for e in spec.errors("ObservationsV2Response", bad_obs))
+    bad_score = {"data": [{"dataType": "BOOLEAN", "value": "yes"}], "meta": {"limit": 1}}
+    assert spec.errors("GetScoresV3Response", bad_score)
+    assert spec.errors("legacyObservationsViews", {"data": [], "meta": {"page": 1}})
