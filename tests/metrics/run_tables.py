@@ -1,0 +1,52 @@
+"""Test helper for the metrics of issue #5: a DuckDB connection with the views a metric gets
+(``records``, ``judgments``, ``included``) built from plain rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import duckdb
+
+from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
+
+
+def connect(records: Iterable[Mapping[str, Any]],
+            judgments: Iterable[Mapping[str, Any]] = ()) -> duckdb.DuckDBPyConnection:
+    """Records need ``record_id``; judgments need ``record_id`` and ``judge`` (status
+    defaults to ok)."""
+    rec = conform([{"run_id": "run", **r} for r in records], RECORDS)
+    jud = conform([{"run_id": "run", "status": "ok", "origin": "computed", **j}
+                   for j in judgments], JUDGMENTS)
+    con = duckdb.connect()
+    con.register("records_t", rec)
+    con.register("judgments_t", jud)
+    con.execute("CREATE VIEW records AS SELECT * FROM records_t")
+    con.execute("CREATE VIEW judgments AS SELECT * FROM judgments_t")
+    con.execute("CREATE VIEW included AS SELECT * FROM records WHERE excluded_by IS NULL")
+    return con
+
+
+def by_metric(rows: list[dict[str, Any]], slice_: str = "all") -> dict[str, dict[str, Any]]:
+    """Metric rows of one slice keyed by metric name."""
+    return {r["metric"]: r for r in rows if r["slice"] == slice_}
+
+
+def pairs(a: Iterable[Any], b: Iterable[Any] | None = None, human: Iterable[Any] | None = None,
+          **record_fields: Iterable[Any]) -> duckdb.DuckDBPyConnection:
+    """A run where judge ``A`` scored ``a`` and judge ``B`` scored ``b`` (None: no judgment)
+    or records carry human labels ``human``, one record per position."""
+    a = list(a)
+    records, judgments = [], []
+    extra = {k: list(v) for k, v in record_fields.items()}
+    for i, va in enumerate(a):
+        rid = f"r{i:04d}"
+        rec: dict[str, Any] = {"record_id": rid, **{k: v[i] for k, v in extra.items()}}
+        if human is not None:
+            rec["human_label"] = None if list(human)[i] is None else str(list(human)[i])
+        records.append(rec)
+        if va is not None:
+            judgments.append({"record_id": rid, "judge": "A", "value": float(va)})
+        if b is not None and list(b)[i] is not None:
+            judgments.append({"record_id": rid, "judge": "B", "value": float(list(b)[i])})
+    return connect(records, judgments)
