@@ -1,0 +1,67 @@
+"""cost_per_success: every attempt's cost over successes; infinite and undefined cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from run_tables import by_metric, connect
+
+from evalkit.metrics.cost_per_success import CostPerSuccessConfig, CostPerSuccessMetric
+
+
+def run(con, **kw):
+    cfg = CostPerSuccessConfig(**{"n_boot": 200, **kw})
+    cfg.validate()
+    return by_metric(CostPerSuccessMetric("cps", cfg, None).compute(con))["cps"]
+
+
+RECORDS = [{"record_id": "1", "outcome": "success", "cost_usd": 0.02},
+           {"record_id": "2", "outcome": "failure", "cost_usd": 0.03},
+           {"record_id": "3", "outcome": "success", "cost_usd": 0.01},
+           {"record_id": "4", "outcome": None, "cost_usd": 0.04, "excluded_by": "failed"}]
+
+
+def test_failed_attempts_cost_money_too():
+    row = run(connect(RECORDS))
+    assert row["value"] == pytest.approx(0.10 / 2)
+    assert row["details"]["n_success"] == 2
+    assert row["ci_low"] <= row["value"] <= row["ci_high"]
+    only_included = run(connect(RECORDS), include_excluded_cost=False)
+    assert only_included["value"] == pytest.approx(0.06 / 2)
+
+
+def test_judge_cost_is_added_when_asked():
+    judgments = [{"record_id": "1", "judge": "llm", "cost_usd": 0.5},
+                 {"record_id": "2", "judge": "other", "cost_usd": 0.25},
+                 {"record_id": "3", "judge": "llm", "cost_usd": 1.0, "origin": "imported"}]
+    assert run(connect(RECORDS, judgments), judge_cost=True)["value"] == \
+        pytest.approx((0.10 + 0.75) / 2)
+    assert run(connect(RECORDS, judgments), judge_cost=True, judges=["llm"])["value"] == \
+        pytest.approx((0.10 + 0.5) / 2)
+
+
+def test_no_success_is_infinite_not_zero_and_zero_over_zero_is_undefined():
+    failed = [{"record_id": "1", "outcome": "failure", "cost_usd": 0.2}]
+    row = run(connect(failed))
+    assert math.isinf(row["value"]) and "infinite" in row["details"]
+    free = [{"record_id": "1", "outcome": "failure", "cost_usd": 0.0}]
+    row = run(connect(free))
+    assert row["value"] is None and "0/0" in row["details"]["undefined"]
+    assert run(connect([]))["value"] is None
+
+
+def test_missing_costs_make_a_lower_bound_and_interval_may_be_infinite():
+    records = [{"record_id": "1", "outcome": "success", "cost_usd": None},
+               {"record_id": "2", "outcome": "failure", "cost_usd": 1.0}]
+    row = run(connect(records))
+    assert row["value"] == 1.0
+    assert row["details"]["n_cost_missing"] == 1 and "lower bound" in row["details"]["note"]
+    assert math.isinf(row["ci_high"])  # resamples without the success
+
+
+def test_unknown_outcomes_are_unscored():
+    records = [{"record_id": "1", "outcome": "success", "cost_usd": 1.0},
+               {"record_id": "2", "outcome": "maybe", "cost_usd": 1.0}]
+    row = run(connect(records))
+    assert row["n_unscored"] == 1 and row["n_judged"] == 1 and row["value"] == 2.0

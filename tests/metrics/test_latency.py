@@ -1,0 +1,65 @@
+"""latency: numpy's percentiles, unusable values, excluded records, slices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from run_tables import by_metric, connect
+
+from evalkit.metrics.latency import LatencyConfig, LatencyMetric
+
+
+def run(records, **kw):
+    cfg = LatencyConfig(**{"n_boot": 100, **kw})
+    cfg.validate()
+    return LatencyMetric("lat", cfg, None).compute(connect(records))
+
+
+def test_percentiles_and_mean_match_numpy():
+    rng = np.random.default_rng(4)
+    x = rng.lognormal(0, 1, 300)
+    rows = by_metric(run([{"record_id": str(i), "latency_s": v} for i, v in enumerate(x)]))
+    for q in (50, 95, 99):
+        row = rows[f"lat.p{q}"]
+        assert row["value"] == pytest.approx(np.percentile(x, q))
+        assert row["ci_low"] <= row["value"] <= row["ci_high"]
+    assert rows["lat.mean"]["value"] == pytest.approx(x.mean())
+
+
+def test_missing_nan_and_negative_are_unscored_and_excluded_left_out():
+    records = [{"record_id": "a", "latency_s": 1.0}, {"record_id": "b", "latency_s": 3.0},
+               {"record_id": "c", "latency_s": None},
+               {"record_id": "d", "latency_s": float("nan")},
+               {"record_id": "e", "latency_s": -2.0},
+               {"record_id": "f", "latency_s": 100.0, "excluded_by": "pipeline_failure"}]
+    row = by_metric(run(records))["lat.p50"]
+    assert row["value"] == 2.0
+    assert (row["n_attempted"], row["n_excluded"], row["n_judged"], row["n_unscored"]) == \
+        (6, 1, 2, 3)
+    assert row["details"]["n_negative_ignored"] == 1
+    with_failed = by_metric(run(records, include_excluded=True))["lat.p50"]
+    assert with_failed["value"] == 3.0
+
+
+def test_single_record_empty_and_all_excluded():
+    one = by_metric(run([{"record_id": "a", "latency_s": 0.5}]))
+    assert one["lat.p99"]["value"] == 0.5 and one["lat.p99"]["ci_low"] is None
+    assert all(r["value"] is None for r in run([]))
+    excluded = run([{"record_id": "a", "latency_s": 0.5, "excluded_by": "x"}])
+    assert all(r["value"] is None and "undefined" in r["details"] for r in excluded)
+
+
+def test_custom_percentiles_column_and_slices():
+    records = [{"record_id": str(i), "output_tokens": i, "model": "ab"[i % 2]}
+               for i in range(10)]
+    rows = run(records, column="output_tokens", percentiles=[90, 99.9], slice_by=["model"])
+    names = {r["metric"] for r in rows}
+    assert names == {"lat.p90", "lat.p99_9", "lat.mean"}
+    assert by_metric(rows, "model=a")["lat.mean"]["value"] == 4.0
+
+
+@pytest.mark.parametrize("kw,msg", [({"column": "output"}, "numeric"),
+                                    ({"percentiles": [101]}, "percentiles")])
+def test_config_errors(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        LatencyConfig(**kw).validate()
