@@ -8,13 +8,13 @@ import math
 import krippendorff
 import numpy as np
 import pytest
-from run_tables import by_metric, connect, pairs
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
 from evalkit.metrics._paired import alpha_interval, alpha_nominal, rankdata
 from evalkit.metrics._pairs import PairConfig
 from evalkit.metrics.agreement import AgreementMetric
+from tests.metrics.run_tables import by_metric, connect, pairs
 
 
 def run(con, n_boot: int = 200, **kw):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from run_tables import by_metric, connect
 
 from evalkit.metrics.cost_per_success import CostPerSuccessConfig, CostPerSuccessMetric
+from tests.metrics.run_tables import by_metric, connect
 
 
 def run(con, **kw):

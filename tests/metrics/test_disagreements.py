@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
-from run_tables import connect
 
 from evalkit.metrics.disagreements import DisagreementsConfig, DisagreementsMetric
+from tests.metrics.run_tables import connect
 
 
 def records_and_judgments():

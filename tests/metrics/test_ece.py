@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from run_tables import by_metric, connect
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
 
 from evalkit.metrics.ece import EceConfig, ExpectedCalibrationError
+from tests.metrics.run_tables import by_metric, connect
 
 
 def run_on(p, y, **kw):

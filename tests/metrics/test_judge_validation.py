@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from run_tables import by_metric, connect, pairs
 from sklearn import metrics as skm
 
 from evalkit.metrics.judge_validation import JudgeValidationConfig, JudgeValidationMetric
+from tests.metrics.run_tables import by_metric, connect, pairs
 
 
 def run(con, **kw):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from run_tables import by_metric, connect
 
 from evalkit.metrics.latency import LatencyConfig, LatencyMetric
+from tests.metrics.run_tables import by_metric, connect
 
 
 def run(records, **kw):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from run_tables import by_metric, connect
 
 from evalkit.metrics.task_completion import OutcomeConfig, TaskCompletionMetric
+from tests.metrics.run_tables import by_metric, connect
 
 
 def run(con, **kw):
