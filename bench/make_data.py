@@ -76,8 +76,8 @@ def records(n: int, seed: int = 7, failure_share: float = 0.25) -> Iterator[dict
         if roll < failure_share * 0.6:
             slug = model if rng.random() < 0.5 else model.replace("-", "_") + "-latest"
             rec.update(level="ERROR", status_message=rng.choice([
-                f"Error code: 400 - max_tokens is too large: 720000. This model supports at "
-                f"most 16384 completion tokens.",
+                "Error code: 400 - max_tokens is too large: 720000. This model supports at "
+                "most 16384 completion tokens.",
                 f"Error code: 404 - The model `{slug}` does not exist or you do not have "
                 f"access to it."]),
                 output={"completion": None, "reasoning": None,

@@ -86,14 +86,16 @@ def validate_dataclass(cls: type, node: Any, where: str, what: str) -> Any:
             raise ConfigError(
                 f"{where}.{key}: unknown key for {what}; {hint}valid keys: {', '.join(allowed)}"
             )
+    # a null for a required field (a YAML placeholder) means "not set yet"
+    required = {f.name for f in fields(cls) if f.default == "???"}
+    node = {k: v for k, v in node.items() if not (k in required and v is None)}
     try:
         merged = OmegaConf.merge(OmegaConf.structured(cls), node)
     except ConfigKeyError as exc:  # pragma: no cover - keys were checked above
         raise ConfigError(f"{where}: {_first_line(exc)}") from None
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", "") or ""
-        bad = OmegaConf.select(node, key) if key else None if isinstance(node, DictConfig) \
-            else node.get(key)
+        bad = node.get(key.split(".")[0]) if key else None
         expected = next((f.type for f in fields(cls) if f.name == key.split(".")[0]), "?")
         raise ConfigError(
             f"{where}.{key}: {bad!r} is not valid for {what} ({_first_line(exc)}); "

@@ -22,7 +22,6 @@ import pyarrow as pa
 if TYPE_CHECKING:
     import duckdb
 
-    from evalkit.context import RunContext
 
 
 @runtime_checkable

@@ -241,6 +241,11 @@ def execute(rc: RunConfig) -> RunResult:
                      or Path.home() / ".cache" / "evalkit")
     ctx = RunContext(run_id=run_id, experiment=rc.experiment, run_dir=run_dir,
                      runs_dir=runs_dir, cache_dir=cache_dir, dry_run=rc.runner.dry_run)
+    # plugins are built before the run directory exists: a bad path or setting leaves no trace
+    source = _make(rc.source, ctx)
+    filters = [(i, _make(i, ctx)) for i in rc.filters]
+    judges = [(i, _make(i, ctx)) for i in rc.judges]
+    sinks = [(i, _make(i, ctx)) for i in rc.sinks]
     writer = RunWriter(run_dir)
     timings: dict[str, float] = {}
     manifest: dict[str, Any] = {
@@ -248,10 +253,6 @@ def execute(rc: RunConfig) -> RunResult:
         "started_at": started.isoformat(), "overrides": rc.overrides,
         "run_dir": str(run_dir), "config": rc.composed,
     }
-    source = _make(rc.source, ctx)
-    filters = [(i, _make(i, ctx)) for i in rc.filters]
-    judges = [(i, _make(i, ctx)) for i in rc.judges]
-    sinks = [(i, _make(i, ctx)) for i in rc.sinks]
     judge_runner = _JudgeRunner(judges, run_id, rc.runner.dry_run)
     n_excluded: dict[str, int] = {}
     try:

@@ -141,6 +141,8 @@ def _fast_array(vals: list[Any], typ: pa.DataType) -> pa.Array:
     if pa.types.is_timestamp(typ):
         # ISO strings with an offset go through Arrow's parser; others take the slow path
         return pa.array(vals, pa.string()).cast(typ)
+    if pa.types.is_list(typ) and not all(type(v) is list for v in vals if v is not None):
+        raise TypeError("a list column holds scalars")  # Arrow would split strings into chars
     return pa.array(vals, typ)
 
 
@@ -290,7 +292,7 @@ class RecordBuilder:
     def _with_extras(self, vals: list[Any]) -> list[Any]:
         consumed = self.consumed
         out = []
-        for v, o in zip(vals, self.rows):
+        for v, o in zip(vals, self.rows, strict=True):
             extra = o.keys() - consumed
             if v is None and extra:
                 v = {k: o[k] for k in o if k in extra}

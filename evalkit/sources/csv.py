@@ -55,7 +55,7 @@ class CsvSource:
                         self.ctx.reject(self.name, location, f"expected {len(header)} cells "
                                         f"(the header's), got {len(cells)}", joined)
                         continue
-                    row = {k: (v if v != "" else None) for k, v in zip(header, cells)}
+                    row = {k: (v or None) for k, v in zip(header, cells, strict=True)}
                     yield row, location, f"{path.name}:{start}"
 
     def read(self) -> Iterator[pa.Table]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
-import orjson
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from evalkit.context import RunContext

@@ -1,0 +1,39 @@
+"""Shared fixtures: run the CLI the way a user does (a subprocess in a scratch directory),
+with the judge cache and litellm's price list kept local."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+EVALKIT = str(Path(sys.executable).with_name("evalkit"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("EVALKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``evalkit ARGS`` in ``cwd``; fails the test with the output when ``check`` and the exit
+    code is not 0."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    proc = subprocess.run([EVALKIT, *args], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=300)
+    if check and proc.returncode != 0:
+        pytest.fail(f"evalkit {' '.join(args)} exited {proc.returncode}\n"
+                    f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+def run_dirs(root: Path, experiment: str) -> list[Path]:
+    """The run directories of ``experiment`` under ``root/runs``, oldest first."""
+    base = root / "runs" / experiment
+    return sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []

@@ -1,0 +1,97 @@
+"""`evalkit query` and `evalkit.connect`: views over every run, output formats, and a
+connection that can read the runs directory and nothing else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import evalkit
+from evalkit.errors import QueryError
+from evalkit.results.query import run_query
+from evalkit.results.schemas import METRICS, conform
+from tests.conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cwd = tmp_path_factory.mktemp("q")
+    run_cli("run", "+experiment=quickstart", "runner.summary=false", cwd=cwd)
+    # an older run whose metrics file lacks a column the schema has now
+    old = cwd / "runs" / "legacy" / "r0"
+    old.mkdir(parents=True)
+    table = conform([{"run_id": "r0", "metric": "echo_rate", "slice": "all", "value": 0.5}],
+                    METRICS).drop_columns(["details"])
+    pq.write_table(table, old / "metrics.parquet")
+    return cwd
+
+
+def test_views_cover_every_run_with_union_by_name(project: Path) -> None:
+    con = evalkit.connect(str(project / "runs"))
+    runs = con.sql("SELECT count(*) FROM (SELECT DISTINCT run_id FROM metrics)").fetchone()
+    assert runs == (2,)
+    assert con.sql("SELECT count(*) FROM metrics WHERE run_id = 'r0' AND details IS NULL"
+                   ).fetchone() == (1,)
+    for view in ("runs", "records", "judgments", "alerts", "rejects"):
+        con.sql(f"SELECT * FROM {view} LIMIT 1").fetchall()
+    status = con.sql("SELECT status, n_records, experiment FROM runs").fetchall()
+    assert status == [("ok", 160, "quickstart")]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_text('/etc/hostname')",
+    "SELECT * FROM read_parquet('../../x.parquet')",
+])
+def test_reading_outside_the_runs_directory_is_refused(project: Path, sql: str) -> None:
+    con = evalkit.connect(str(project / "runs"))
+    with pytest.raises(QueryError, match="may read only the runs directory"):
+        run_query(con, sql)
+
+
+@pytest.mark.parametrize("sql", [
+    "COPY (SELECT 1) TO 'elsewhere.csv'",
+    "SET enable_external_access = true",
+    "ATTACH '/tmp/other.duckdb'",
+    "CREATE TABLE t AS SELECT 1",
+    "SELECT 1; SELECT 2",
+])
+def test_only_one_select_is_allowed(project: Path, sql: str) -> None:
+    con = evalkit.connect(str(project / "runs"))
+    with pytest.raises(QueryError):
+        run_query(con, sql)
+    assert not (project / "elsewhere.csv").exists()
+
+
+def test_cli_formats(project: Path, tmp_path: Path) -> None:
+    sql = "SELECT metric, value FROM metrics WHERE slice = 'all' AND metric = 'echo_rate' " \
+          "ORDER BY run_id"
+    table_out = run_cli("query", sql, cwd=project).stdout
+    assert "echo_rate" in table_out and "2 rows" in table_out
+    csv_out = run_cli("query", sql, "--format", "csv", cwd=project).stdout
+    assert csv_out.splitlines()[0] == '"metric","value"'
+    out = tmp_path / "m.parquet"
+    run_cli("query", sql, "--out", str(out), cwd=project)
+    assert pq.read_table(out).num_rows == 2
+    jout = tmp_path / "m.json"
+    run_cli("query", "SELECT context FROM records LIMIT 1", "--out", str(jout), cwd=project)
+    assert json.loads(jout.read_text().splitlines()[0])["context"] is None
+
+
+def test_cli_refusal_is_one_line(project: Path) -> None:
+    proc = run_cli("query", "COPY (SELECT 1) TO '/tmp/x.csv'", cwd=project, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("evalkit: error: query: only SELECT")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_empty_runs_directory_has_typed_empty_views(tmp_path: Path) -> None:
+    con = evalkit.connect(str(tmp_path))
+    assert con.sql("SELECT count(*) FROM judgments WHERE value > 0").fetchone() == (0,)
+    types = dict(con.sql("DESCRIBE records").fetchall()[i][:2] for i in range(3))
+    assert types["run_id"] == "VARCHAR"
+    assert isinstance(run_query(con, "SELECT * FROM runs"), pa.Table)

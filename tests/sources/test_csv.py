@@ -1,0 +1,33 @@
+"""The CSV source: header mapping, JSON cells walked by dotted paths, empty cells as null,
+and bad rows as rejects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalkit.context import RunContext
+from evalkit.sources.csv import CsvSource
+from evalkit.sources.jsonl import FileSourceConfig
+from tests.sources.conftest import read_all
+
+
+def test_csv_mapping_and_rejects(tmp_path: Path, ctx: RunContext) -> None:
+    path = tmp_path / "a.csv"
+    path.write_bytes(
+        b'id,model,response,latency_s,context\n'
+        b'1,m1,"{""text"": ""hello, world""}",0.25,"[""p1"", ""p2""]"\n'
+        b'2,m2,,oops,\n'
+        b'3,m3,"{""text"": ""x""}"\n'
+        b'4,m\xff,"{""text"": ""y""}",1,\n'
+        b'5,,"{""text"": ""z""}",2,plain passage\n'
+    )
+    cfg = FileSourceConfig(path=str(path), record_id="id", fields={"output": "response.text"})
+    rows = read_all(CsvSource("c", cfg, ctx)).to_pylist()
+    assert [r["record_id"] for r in rows] == ["1", "5"]
+    assert rows[0]["output"] == "hello, world" and rows[0]["latency_s"] == 0.25
+    assert rows[0]["context"] == ["p1", "p2"] and rows[1]["context"] == ["plain passage"]
+    assert rows[1]["model"] is None
+    reasons = {r["location"].rsplit(":", 1)[1]: r["reason"] for r in ctx.rejects}
+    assert "expected a number" in reasons["3"]
+    assert "expected 5 cells" in reasons["4"]
+    assert reasons["5"].startswith("not UTF-8")
