@@ -16,9 +16,13 @@ def test_unsupported_share_by_hand():
     assert unsupported_share("Eiffel tower, Paris!", grounding) == 0.0
     assert unsupported_share("the of and", grounding) is None  # only function words
     assert unsupported_share("the of", grounding, stopwords=False) == 0.5  # "the" is there
-    # phrases: "eiffel tower paris" is not a 3-gram of the grounding
-    assert unsupported_share("Eiffel Tower Paris", grounding, ngram=3) == 1.0
-    assert unsupported_share("Eiffel Tower in Paris", grounding, ngram=2) == 0.5
+    # phrases are built after function words are dropped ...
+    assert unsupported_share("Eiffel Tower Paris", grounding, ngram=3) == 0.0
+    # ... or over every word: "eiffel tower paris" is then no 3-gram of the grounding
+    assert unsupported_share("Eiffel Tower Paris", grounding, ngram=3, stopwords=False) == 1.0
+    # bigrams eiffel tower / tower in / in paris: "tower in" is not in the grounding
+    assert unsupported_share("Eiffel Tower in Paris", grounding, ngram=2,
+                             stopwords=False) == pytest.approx(1 / 3)
 
 
 def test_judge_rows_and_unscorable_records():
