@@ -184,10 +184,8 @@ class LitellmTransport:
         if logprobs is not None and not isinstance(logprobs, dict):
             logprobs = logprobs.model_dump() if hasattr(logprobs, "model_dump") else None
         input_tokens, output_tokens = _usage(getattr(resp, "usage", None))
-        try:
-            cost = litellm.completion_cost(completion_response=resp)
-        except Exception:  # litellm raises for a model missing from its price map
-            cost = None
+        # litellm prices every response already (None for a model missing from its map)
+        cost = (getattr(resp, "_hidden_params", None) or {}).get("response_cost")
         return Completion(choice.message.content or "", input_tokens, output_tokens,
                           (logprobs or {}).get("content"), cost)
 

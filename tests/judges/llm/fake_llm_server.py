@@ -138,7 +138,12 @@ class FakeLLMServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
+        app.router.add_get("/stats", self._stats)
         return app
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response({"requests": len(self.requests),
+                                  "max_in_flight": self.max_in_flight})
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -204,6 +209,7 @@ class FakeLLMServer:
 
 
 def main() -> None:
+    """Serve in the foreground (the benchmark runs the server in its own process)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0)

@@ -52,3 +52,11 @@ def test_litellm_transport_passes_logprobs_back(ctx, fake_llm):
     [row] = judge(make(GEvalJudge, ctx, fake_llm, transport="litellm"), records(ROW))
     assert fake_llm.requests[0]["body"]["logprobs"] is True
     assert row["details"]["weighted_score"] == pytest.approx(4.0)
+
+
+def test_litellm_transport_timeout_is_an_error(ctx, fake_llm):
+    fake_llm.push(Reply(delay=2.0))
+    [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
+                       timeout_s=0.3, max_retries=0), records(ROW))
+    assert row["status"] == "error" and row.get("value") is None and row["attempts"] == 1
+    assert "Timeout" in row["error"]

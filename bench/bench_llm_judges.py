@@ -1,0 +1,179 @@
+"""LLM judge engine speed, against the fake OpenAI-compatible server running in its own
+process (so its CPU does not count against the client). Prints figures and ratios:
+
+1. 1,000 judge calls, 50 ms latency, concurrency 32, OpenAI-compatible endpoint: the whole
+   ``evalkit run`` process (aiohttp transport) beside a bare aiohttp loop's process and a bare
+   ``litellm.acompletion`` loop's process sending the same requests;
+2. the identical ``evalkit run`` again: served from the response cache, no call;
+3. 1,000 calls, 500 ms latency, concurrency 32, through the litellm transport, against the
+   theoretical limit (ceil(1000 / 32) × latency).
+
+Usage: ``python bench/bench_llm_judges.py [--n 1000] [--concurrency 32]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = ROOT / "tests" / "judges" / "llm" / "fake_llm_server.py"
+PY = sys.executable
+
+BARE_AIOHTTP = """
+import asyncio, json, sys, aiohttp
+url, conc, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+bodies = [json.dumps(b) for b in json.load(open(path))]
+async def main():
+    sem = asyncio.Semaphore(conc)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+        async def one(body):
+            async with sem:
+                async with s.post(url + "/chat/completions", data=body,
+                                  headers={"Content-Type": "application/json"}) as r:
+                    return json.loads(await r.read())["choices"][0]["message"]["content"]
+        out = await asyncio.gather(*(one(b) for b in bodies))
+    assert len(out) == len(bodies)
+asyncio.run(main())
+"""
+
+BARE_LITELLM = """
+import asyncio, json, os, sys
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+import litellm
+litellm.suppress_debug_info = True
+url, conc, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+bodies = json.load(open(path))
+async def main():
+    sem = asyncio.Semaphore(conc)
+    async def one(body):
+        async with sem:
+            body = dict(body)
+            model = "openai/" + body.pop("model")
+            r = await litellm.acompletion(model=model, api_base=url, api_key="no-key", **body)
+            return r.choices[0].message.content
+    out = await asyncio.gather(*(one(b) for b in bodies))
+    assert len(out) == len(bodies)
+asyncio.run(main())
+"""
+
+
+def start_server(latency: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([PY, str(SERVER), "--latency", str(latency)],
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().split()
+    if line[:1] != ["PORT"]:
+        proc.kill()
+        raise RuntimeError(f"the fake server did not start: {line}")
+    return proc, f"http://127.0.0.1:{line[1]}/v1"
+
+
+def served(url: str) -> int:
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/stats") as resp:
+        return json.loads(resp.read())["requests"]
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} failed:\n{done.stderr[-3000:]}")
+    return elapsed
+
+
+def write_inputs(work: Path, n: int) -> tuple[Path, Path]:
+    """The records (JSONL) and the exact request bodies evalkit's judge sends for them."""
+    sys.path.insert(0, str(ROOT))
+    from evalkit.context import RunContext
+    from evalkit.judges.llm.hallucination import HallucinationLlmConfig, HallucinationLlmJudge
+
+    records = [{"id": f"b{i}", "input": f"Question {i}: where is the Eiffel Tower?",
+                "context": [f"The Eiffel Tower is in Paris (fact {i})."],
+                "output": f"The Eiffel Tower is in Paris, answer {i}."} for i in range(n)]
+    data = work / "records.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    ctx = RunContext("b", "b", work, work, work / "unused-cache")
+    judge = HallucinationLlmJudge("h", HallucinationLlmConfig(model="openai/bench-judge",
+                                                              api_base="http://x/v1"), ctx)
+    bodies = [{"model": "bench-judge", "messages": judge.messages(r), **judge.params(
+        "hallucination", None)} for r in records]
+    payloads = work / "bodies.json"
+    payloads.write_text(json.dumps(bodies))
+    return data, payloads
+
+
+def evalkit_cmd(data: Path, url: str, work: Path, conc: int, transport: str,
+                cache: str) -> list[str]:
+    j = "judges.hallucination_llm"
+    return [PY, "-m", "evalkit", "run", "source=jsonl", f"source.path={data}",
+            "+source.record_id=id", "judges=[hallucination_llm]",
+            f"{j}.model=openai/bench-judge", f"{j}.api_base={url}", f"{j}.concurrency={conc}",
+            f"++{j}.transport={transport}", f"runner.runs_dir={work / 'runs'}",
+            f"runner.cache_dir={work / cache}", "runner.summary=false"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="LLM judge engine benchmark")
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    n, conc = args.n, args.concurrency
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        data, payloads = write_inputs(work, n)
+        fast, fast_url = start_server(0.05)
+        try:
+            limit = math.ceil(n / conc) * 0.05
+            bare = timed([PY, "-c", BARE_AIOHTTP, fast_url, str(conc), str(payloads)], work)
+            before = served(fast_url)
+            first = timed(evalkit_cmd(data, fast_url, work, conc, "aiohttp", "cache-a"),
+                          work, env)
+            calls_first = served(fast_url) - before
+            before = served(fast_url)
+            second = timed(evalkit_cmd(data, fast_url, work, conc, "aiohttp", "cache-a"),
+                           work, env)
+            calls_second = served(fast_url) - before
+            stages = [json.loads(p.read_text())["timings"]["judge.hallucination_llm"]
+                      for p in sorted((work / "runs" / "default").glob("*/manifest.json"))]
+            bare_litellm = timed([PY, "-c", BARE_LITELLM, fast_url, str(conc),
+                                  str(payloads)], work, env)
+        finally:
+            fast.kill()
+        slow, slow_url = start_server(0.5)
+        try:
+            slow_limit = math.ceil(n / conc) * 0.5
+            through_litellm = timed(evalkit_cmd(data, slow_url, work, conc, "litellm",
+                                                "cache-b"), work, env)
+            calls_litellm = served(slow_url)
+        finally:
+            slow.kill()
+
+    print(f"{n} judge calls, concurrency {conc}, fake OpenAI-compatible server in its own "
+          "process; whole-process wall times")
+    print(f"  50 ms latency (theoretical limit {limit:.2f} s):")
+    print(f"    bare aiohttp loop         {bare:7.2f} s")
+    print(f"    bare litellm loop         {bare_litellm:7.2f} s")
+    print(f"    evalkit run (aiohttp)     {first:7.2f} s  ({calls_first} calls)")
+    print(f"      ratio to bare aiohttp   {first / bare:7.2f}x  (target <= 1.5x)")
+    print(f"      faster than bare litellm {bare_litellm / first:6.2f}x  (target >= 5x)")
+    print(f"    identical rerun (cache)   {second:7.2f} s  ({calls_second} calls, "
+          f"{100 * second / first:.1f}% of the first run; target < 10%)")
+    print(f"      judge stage (manifest)  {stages[1]:7.2f} s vs {stages[0]:.2f} s "
+          f"({100 * stages[1] / stages[0]:.1f}%)")
+    print(f"  500 ms latency, litellm transport (theoretical limit {slow_limit:.2f} s):")
+    print(f"    evalkit run (litellm)     {through_litellm:7.2f} s  ({calls_litellm} calls)")
+    print(f"      ratio to the limit      {through_litellm / slow_limit:7.2f}x  "
+          "(target <= 1.15x)")
+
+
+if __name__ == "__main__":
+    main()
