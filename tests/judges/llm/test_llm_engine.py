@@ -233,3 +233,24 @@ def test_transport_is_chosen_from_the_model_string():
         "litellm"
     with pytest.raises(ConfigError, match="needs api_base"):
         resolve_endpoint("bedrock/x", None, transport="aiohttp")
+
+
+def test_json_schema_mode_sends_the_answer_schema(ctx, fake_llm):
+    judge(make(HallucinationLlmJudge, ctx, fake_llm, response_format="json_schema"),
+          records(ROW))
+    fmt = fake_llm.requests[0]["body"]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "hallucination"
+    assert fmt["json_schema"]["schema"]["required"] == ["reasoning", "score"]
+    judge(make(HallucinationLlmJudge, ctx, fake_llm, response_format="none", cache=False),
+          records(ROW))
+    assert "response_format" not in fake_llm.requests[1]["body"]
+
+
+def test_progress_bar_on_a_terminal(ctx, fake_llm, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    fake_llm.push(Reply(status=400))
+    judge(make(HallucinationLlmJudge, ctx, fake_llm, name="halluc_judge",
+               model="openai/gpt-4o-mini"),
+          records(ROW, {**ROW, "output": "Lyon."}, {**ROW, "output": "Nice."}))
+    err = capsys.readouterr().err
+    assert "halluc_judge" in err and "3/3" in err and "errors 1" in err and "$0.0" in err
