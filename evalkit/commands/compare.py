@@ -78,6 +78,9 @@ class _Run:
         self.con.execute(f"CREATE TABLE base_judgments AS {judgments_view_sql(run_dir)}")
         self.ids = {r for (r,) in self.con.execute(
             "SELECT record_id FROM base_records").fetchall()}
+        if len(self.ids) < 50_000:
+            # each resample runs many small queries: thread start-up costs more than it saves
+            self.con.execute("SET threads = 1")
         self.scratch = scratch
 
     def metrics(self) -> dict[str, Any]:
