@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from evalkit.errors import QueryError
 
@@ -35,76 +37,69 @@ def main(args: argparse.Namespace) -> int:
     if not runs_dir.is_dir():
         raise QueryError(f"query: no runs directory at '{runs_dir}'; run an experiment first "
                          "(evalkit run +experiment=quickstart) or pass --runs-dir")
-    table = run_query(connect(runs_dir), args.sql)
-    if table is None:
+    con = connect(runs_dir)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        from evalkit.results.writer import atomic_path
+
+        table = run_query(con, args.sql, arrow=True)
+        with atomic_path(Path(args.out)) as tmp:
+            pq.write_table(table, tmp)
+        print(f"wrote {table.num_rows} rows to {args.out}", file=sys.stderr)
         return 0
+    columns, rows = run_query(con, args.sql)
+    if fmt == "table" and not args.out:
+        _print_table(columns, rows, args.max_rows)
+        return 0
+    if fmt == "table":
+        raise QueryError("query: --out needs --format csv, json or parquet (or a file name "
+                         "ending in one of them)")
     if args.out:
         from evalkit.results.writer import atomic_path
 
-        out = Path(args.out)
-        with atomic_path(out) as tmp:
-            _write(table, fmt, tmp)
-        print(f"wrote {table.num_rows} rows to {out}", file=sys.stderr)
-    elif fmt == "table":
-        _print_table(table, args.max_rows)
+        with atomic_path(Path(args.out)) as tmp, tmp.open("w", newline="") as fh:
+            _write(columns, rows, fmt, fh)
+        print(f"wrote {len(rows)} rows to {args.out}", file=sys.stderr)
     else:
-        _write(table, fmt, None)
+        _write(columns, rows, fmt, sys.stdout)
     return 0
 
 
-def _write(table, fmt: str, path: Path | None) -> None:
+def _json_default(value: object) -> object:
+    return str(value)
+
+
+def _write(columns: list[str], rows: list[tuple], fmt: str, out: TextIO) -> None:
     if fmt == "csv":
-        import pyarrow.csv as pacsv
+        import csv
 
-        sink = str(path) if path else sys.stdout.buffer
-        pacsv.write_csv(_flat(table), sink)
-    elif fmt == "json":
-        import json
-
-        rows = table.to_pylist()
-        text = "\n".join(json.dumps(r, default=str, ensure_ascii=False) for r in rows)
-        if path:
-            path.write_text(text + "\n" if text else "")
-        else:
-            sys.stdout.write(text + "\n" if text else "")
-    elif fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        pq.write_table(table, path)
+        writer = csv.writer(out, quoting=csv.QUOTE_NONNUMERIC)
+        writer.writerow(columns)
+        for row in rows:
+            # CSV has no lists or structs: those cells become JSON text
+            writer.writerow([json.dumps(v, default=_json_default)
+                             if isinstance(v, (list, dict)) else v for v in row])
     else:
-        raise QueryError(f"query: --format {fmt} cannot be written to a file; use csv, json "
-                         "or parquet")
+        for row in rows:
+            out.write(json.dumps(dict(zip(columns, row, strict=True)), default=_json_default,
+                                 ensure_ascii=False) + "\n")
 
 
-def _flat(table):
-    """CSV has no lists or structs: such columns become JSON text."""
-    import json
-
-    import pyarrow as pa
-
-    cols = []
-    for col in table.columns:
-        if pa.types.is_nested(col.type):
-            col = pa.array([None if v is None else json.dumps(v, default=str)
-                            for v in col.to_pylist()], pa.string())
-        cols.append(col)
-    return pa.table(cols, names=table.column_names)
-
-
-def _print_table(table, max_rows: int) -> None:
+def _print_table(columns: list[str], rows: list[tuple], max_rows: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
     out = Table(show_lines=False, header_style="bold")
-    for name in table.column_names:
+    for name in columns:
         out.add_column(name, overflow="fold", max_width=60)
-    for row in table.slice(0, max_rows).to_pylist():
-        out.add_row(*("" if v is None else _cell(v) for v in row.values()))
+    for row in rows[:max_rows]:
+        out.add_row(*("" if v is None else _cell(v) for v in row))
     console = Console()
     console.print(out)
-    more = table.num_rows - max_rows
-    console.print(f"{table.num_rows} rows" + (f" ({more} not shown; --max-rows)" if more > 0
-                                              else ""), style="dim")
+    more = len(rows) - max_rows
+    console.print(f"{len(rows)} rows" + (f" ({more} not shown; --max-rows)" if more > 0
+                                         else ""), style="dim")
 
 
 def _cell(value) -> str:

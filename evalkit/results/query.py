@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalkit.errors import QueryError
-from evalkit.results.schemas import TABLES
+from evalkit.results.columns import empty_select_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -54,8 +54,6 @@ def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnect
     setting is locked, so ``read_csv('/etc/passwd')`` or ``COPY ... TO '/tmp/x'`` fail."""
     import duckdb
 
-    from evalkit.results.writer import empty_select_sql
-
     root = Path(runs_dir).resolve()
     con = duckdb.connect(
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
@@ -68,7 +66,7 @@ def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnect
         if glob.glob(path):
             sql = f"SELECT * FROM read_parquet({_lit(path)}, union_by_name=true)"
         else:
-            sql = empty_select_sql(TABLES[name])
+            sql = empty_select_sql(name)
         con.execute(f"CREATE VIEW {name} AS {sql}")
     manifests = str(root / "*/*/manifest.json")
     cols = ", ".join(f"{k}: {_lit(v)}" for k, v in RUNS_COLUMNS.items())
@@ -85,8 +83,9 @@ def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnect
 _READ_ONLY = ("SELECT", "EXPLAIN")
 
 
-def run_query(con: duckdb.DuckDBPyConnection, sql: str):  # -> pyarrow.Table
-    """Run one read-only statement and return its result as an Arrow table."""
+def run_query(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False):
+    """Run ``sql``, which must be one read-only statement. Returns ``(columns, rows)``, or a
+    pyarrow Table when ``arrow`` is true (pyarrow is imported only then)."""
     import duckdb
 
     try:
@@ -101,7 +100,9 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str):  # -> pyarrow.Table
                          "use --format/--out to save a result")
     try:
         rel = con.sql(sql)
-        return rel.to_arrow_table() if rel is not None else None
+        if arrow:
+            return rel.to_arrow_table()
+        return rel.columns, rel.fetchall()
     except duckdb.PermissionException as exc:
         raise QueryError(
             "query: refused, a query may read only the runs directory "

@@ -1,4 +1,5 @@
-"""The Arrow schemas of every run table. This module owns them; everything else conforms to it.
+"""The Arrow schemas of every run table (built from :mod:`evalkit.results.columns`); everything
+else conforms to them.
 
 Denominators carried by each metric row:
 
@@ -17,114 +18,26 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_str = pa.string()
-_f64 = pa.float64()
-_i64 = pa.int64()
+from evalkit.results.columns import COLUMNS
 
-RECORDS = pa.schema(
-    [
-        ("run_id", _str),
-        ("record_id", _str),
-        ("source", _str),
-        ("trace_id", _str),
-        ("observation_id", _str),
-        ("session_id", _str),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("model", _str),
-        ("level", _str),
-        ("status_message", _str),
-        ("input", _str),
-        ("output", _str),
-        ("context", pa.list_(_str)),
-        ("reference", _str),
-        ("latency_s", _f64),
-        ("cost_usd", _f64),
-        ("input_tokens", _i64),
-        ("output_tokens", _i64),
-        ("confidence", _f64),
-        ("outcome", _str),
-        ("user_action", _str),
-        ("final_output", _str),
-        ("human_label", _str),
-        ("tags", pa.list_(_str)),
-        ("metadata", _str),
-        ("excluded_by", _str),
-        ("exclude_reason", _str),
-    ]
-)
-
-JUDGMENTS = pa.schema(
-    [
-        ("run_id", _str),
-        ("record_id", _str),
-        ("judge", _str),
-        ("plugin", _str),
-        ("judge_model", _str),
-        ("value", _f64),
-        ("label", _str),
-        ("passed", pa.bool_()),
-        ("explanation", _str),
-        ("raw", _str),
-        ("status", _str),
-        ("error", _str),
-        ("origin", _str),
-        ("attempts", pa.int32()),
-        ("latency_s", _f64),
-        ("input_tokens", _i64),
-        ("output_tokens", _i64),
-        ("cost_usd", _f64),
-        ("details", _str),
-    ]
-)
-
-METRICS = pa.schema(
-    [
-        ("run_id", _str),
-        ("metric", _str),
-        ("plugin", _str),
-        ("slice", _str),
-        ("value", _f64),
-        ("ci_low", _f64),
-        ("ci_high", _f64),
-        ("n_attempted", _i64),
-        ("n_excluded", _i64),
-        ("n_judged", _i64),
-        ("n_unscored", _i64),
-        ("higher_is_better", pa.bool_()),
-        ("details", _str),
-    ]
-)
-
-ALERTS = pa.schema(
-    [
-        ("run_id", _str),
-        ("metric", _str),
-        ("slice", _str),
-        ("value", _f64),
-        ("operator", _str),
-        ("threshold", _f64),
-        ("severity", _str),
-        ("message", _str),
-    ]
-)
-
-REJECTS = pa.schema(
-    [
-        ("run_id", _str),
-        ("source", _str),
-        ("location", _str),
-        ("reason", _str),
-        ("raw", _str),
-    ]
-)
+_ARROW = {
+    "string": pa.string(),
+    "float64": pa.float64(),
+    "int64": pa.int64(),
+    "int32": pa.int32(),
+    "bool": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "list<string>": pa.list_(pa.string()),
+}
 
 TABLES: dict[str, pa.Schema] = {
-    "records": RECORDS,
-    "judgments": JUDGMENTS,
-    "metrics": METRICS,
-    "alerts": ALERTS,
-    "rejects": REJECTS,
+    name: pa.schema([(col, _ARROW[typ]) for col, typ in cols]) for name, cols in COLUMNS.items()
 }
+RECORDS = TABLES["records"]
+JUDGMENTS = TABLES["judgments"]
+METRICS = TABLES["metrics"]
+ALERTS = TABLES["alerts"]
+REJECTS = TABLES["rejects"]
 
 RAW_LIMIT = 2000
 """Characters of raw input kept in a reject row."""

@@ -13,7 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalkit.results.schemas import JUDGMENTS, RECORDS, TABLES, conform
+from evalkit.results.columns import empty_select_sql
+from evalkit.results.schemas import RECORDS, TABLES, conform
 
 
 @contextlib.contextmanager
@@ -99,27 +100,10 @@ def judgments_view_sql(run_dir: Path) -> str:
     """SQL reading a run's judgment parts (or an empty judgments table when there are none)."""
     parts = sorted((run_dir / "judgments").glob("part-*.parquet"))
     if not parts:
-        return empty_select_sql(JUDGMENTS)
+        return empty_select_sql("judgments")
     files = ", ".join(_sql_str(str(p)) for p in parts)
     return f"SELECT * FROM read_parquet([{files}], union_by_name=true)"
 
 
 def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-_DUCK_TYPES = {
-    pa.string(): "VARCHAR",
-    pa.float64(): "DOUBLE",
-    pa.int64(): "BIGINT",
-    pa.int32(): "INTEGER",
-    pa.bool_(): "BOOLEAN",
-    pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
-    pa.list_(pa.string()): "VARCHAR[]",
-}
-
-
-def empty_select_sql(schema: pa.Schema) -> str:
-    """A ``SELECT`` with ``schema``'s columns and no rows, in plain SQL."""
-    cols = ", ".join(f'CAST(NULL AS {_DUCK_TYPES[f.type]}) AS "{f.name}"' for f in schema)
-    return f"SELECT {cols} WHERE false"

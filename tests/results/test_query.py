@@ -94,4 +94,4 @@ def test_empty_runs_directory_has_typed_empty_views(tmp_path: Path) -> None:
     assert con.sql("SELECT count(*) FROM judgments WHERE value > 0").fetchone() == (0,)
     types = dict(con.sql("DESCRIBE records").fetchall()[i][:2] for i in range(3))
     assert types["run_id"] == "VARCHAR"
-    assert isinstance(run_query(con, "SELECT * FROM runs"), pa.Table)
+    assert isinstance(run_query(con, "SELECT * FROM runs", arrow=True), pa.Table)
