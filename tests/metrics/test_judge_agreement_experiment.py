@@ -42,3 +42,25 @@ def test_judge_agreement_on_halueval(tmp_path):
     rows = pq.read_table(run_dir / "metrics.parquet").to_pylist()
     n = {r["metric"]: r["value"] for r in rows if r["slice"] == "all"}
     assert n["judges.n"] == 300 and n["words_vs_human.n"] == 300
+
+
+def test_judge_agreement_with_an_llm_judge_in_a_seat(tmp_path):
+    """With a model configured (here the fake OpenAI-compatible server of the LLM judge
+    tests), an LLM judge takes judge_b's seat through overrides alone."""
+    from tests.judges.llm.fake_llm_server import FakeLLMServer
+
+    server = FakeLLMServer().start()
+    try:
+        run_cli("run", "+experiment=judge_agreement", "runner.summary=false",
+                "judges=[hallucination_llm]", f"judges.hallucination_llm.api_base={server.url}",
+                "judges.hallucination_llm.model=openai/fake",
+                "+judges.hallucination_llm.progress=false",
+                "metrics.judges.judge_b=hallucination_llm", "+metrics.judges.n_boot=50",
+                cwd=tmp_path)
+    finally:
+        server.stop()
+    (run_dir,) = run_dirs(tmp_path, "judge_agreement")
+    rows = {r["metric"]: r for r in pq.read_table(run_dir / "metrics.parquet").to_pylist()
+            if r["slice"] == "all"}
+    assert json.loads(rows["judges.kappa"]["details"])["b"] == "hallucination_llm"
+    assert rows["judges.n"]["value"] == 300 and rows["judges.pearson"]["value"] is not None
