@@ -68,6 +68,17 @@ class LlmJudgeConfig:
             raise ValueError("input_cost_per_mtok and output_cost_per_mtok: set both or neither")
 
 
+@dataclass(frozen=True)
+class Call:
+    """One model call a judge makes: what it sends and how it reads the answer."""
+
+    messages: list[dict[str, str]]
+    parse: Parser
+    schema_name: str  # names the answer in a json_schema request
+    schema: dict[str, Any] | None = None  # the answer's JSON schema (response_format json_schema)
+    extra: dict[str, Any] = field(default_factory=dict)  # call-specific request parameters
+
+
 def accounting(record_id: str, results: list[CallResult]) -> dict[str, Any]:
     """The judgment row fields summed over a record's calls: attempts, latency, tokens, cost,
     origin (``cache`` only when every call was served from the cache)."""
@@ -142,12 +153,19 @@ class LlmJudge:
         out.update(cfg.params)
         return out
 
-    async def ask(self, messages: list[dict[str, Any]], parse: Parser,
-                  schema_name: str | None = None, schema: dict[str, Any] | None = None,
-                  **extra: Any) -> CallResult:
+    async def ask(self, call: Call) -> CallResult:
         """One engine call with this judge's parameters and policy."""
-        return await self.engine.complete(messages, self.params(schema_name, schema, **extra),
-                                          parse, self.policy)
+        return await self.engine.complete(call.messages, self.call_params(call), call.parse,
+                                          self.policy)
+
+    def call_params(self, call: Call) -> dict[str, Any]:
+        """The request parameters of ``call``."""
+        return self.params(call.schema_name, call.schema, **call.extra)
+
+    def cached(self, call: Call) -> CallResult | None:
+        """The cached answer to ``call`` if there is one (no model call is made)."""
+        return self.engine.lookup(call.messages, self.call_params(call), call.parse,
+                                  self.policy)
 
     # --- per record -------------------------------------------------------------------
 
@@ -159,9 +177,9 @@ class LlmJudge:
         """The judgment row for one record."""
         raise NotImplementedError
 
-    def planned_calls(self, record: dict[str, Any]) -> list[list[dict[str, str]]]:
-        """The messages of the calls ``record`` needs, as far as they are known in advance
-        (for dry-run estimates; later steps may be approximated)."""
+    def planned_calls(self, record: dict[str, Any]) -> list[Call]:
+        """The calls ``record`` needs, as far as they are known before making them (for
+        dry-run estimates; a later step whose input is not known yet is approximated)."""
         raise NotImplementedError
 
     async def prepare(self) -> None:
@@ -204,16 +222,23 @@ class LlmJudge:
                     "error": f"{type(exc).__name__}: {exc}"}
 
     def estimate(self, table: pa.Table) -> dict[str, Any]:
-        """Calls, tokens and cost this judge would spend on ``table`` (no call is made)."""
-        calls = input_tokens = 0
-        for record in self._records(table):
-            if self.skip_reason(record) is not None:
+        """Calls, tokens and cost this judge would spend on ``table``: the records it would
+        not skip, less the calls the response cache already answers. No call is made."""
+        return self.tally([c for record in self._records(table)
+                           if self.skip_reason(record) is None
+                           for c in self.planned_calls(record)])
+
+    def tally(self, planned: list[Call]) -> dict[str, Any]:
+        """The estimate for ``planned`` calls (see :meth:`estimate`)."""
+        calls = cached = input_tokens = 0
+        for call in planned:
+            if self.cached(call) is not None:
+                cached += 1
                 continue
-            planned = self.planned_calls(record)
-            calls += len(planned)
-            input_tokens += sum(approx_tokens(m) for m in planned)
+            calls += 1
+            input_tokens += approx_tokens(call.messages)
         output_tokens = calls * self.output_tokens_per_call
         prices = self.prices or token_prices(self.config.model)
         cost = None if prices is None else input_tokens * prices[0] + output_tokens * prices[1]
-        return {"calls": calls, "input_tokens": input_tokens, "output_tokens": output_tokens,
-                "cost_usd": cost}
+        return {"calls": calls, "cached_calls": cached, "input_tokens": input_tokens,
+                "output_tokens": output_tokens, "cost_usd": cost}

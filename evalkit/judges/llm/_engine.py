@@ -186,17 +186,10 @@ class Engine:
         ep = self.endpoint
         key = cache_key(ep.model, ep.api_base, messages, params)
         cache = policy.cache
-        if cache is not None and not policy.cache_refresh:
-            hit = cache.get(key)
-            if hit is not None:
-                try:
-                    value = parse(hit["text"], hit.get("logprobs"))
-                except ParseError:
-                    value = None  # the parser changed since: ask again
-                else:
-                    return CallResult(value, hit["text"], None, 0, time.perf_counter() - t0,
-                                      hit.get("input_tokens"), hit.get("output_tokens"),
-                                      0.0, cached=True)
+        hit = self.lookup(messages, params, parse, policy, key)
+        if hit is not None:
+            hit.latency_s = time.perf_counter() - t0
+            return hit
         result = CallResult(input_tokens=0, output_tokens=0, cost_usd=0.0)
         asked = messages
         transient = 0
@@ -236,6 +229,22 @@ class Engine:
             break
         result.latency_s = time.perf_counter() - t0
         return result
+
+    def lookup(self, messages: list[dict[str, Any]], params: dict[str, Any], parse: Parser,
+               policy: CallPolicy, key: str | None = None) -> CallResult | None:
+        """The cached, parsed answer to this call (no model call), or None."""
+        if policy.cache is None or policy.cache_refresh:
+            return None
+        ep = self.endpoint
+        hit = policy.cache.get(key or cache_key(ep.model, ep.api_base, messages, params))
+        if hit is None:
+            return None
+        try:
+            value = parse(hit["text"], hit.get("logprobs"))
+        except ParseError:
+            return None  # the parser changed since: ask again
+        return CallResult(value, hit["text"], None, 0, 0.0, hit.get("input_tokens"),
+                          hit.get("output_tokens"), 0.0, cached=True)
 
     async def _call(self, messages: list[dict[str, Any]], params: dict[str, Any],
                     policy: CallPolicy) -> Completion:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.judges.llm import _prompt as P
-from evalkit.judges.llm._base import LlmJudge, LlmJudgeConfig, accounting, failed
+from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import choice, parse_json_object
 
 VERDICTS = {"correct": 1.0, "partially_correct": 0.5, "incorrect": 0.0}
@@ -45,8 +45,8 @@ class CorrectnessLlmJudge(LlmJudge):
                           P.block("reference", record.get("reference")),
                           P.block("output", record.get("output")))
 
-    def planned_calls(self, record: dict[str, Any]) -> list[list[dict[str, str]]]:
-        return [self.messages(record)]
+    def planned_calls(self, record: dict[str, Any]) -> list[Call]:
+        return [Call(self.messages(record), self.parse, "correctness", SCHEMA)]
 
     @staticmethod
     def parse(text: str, logprobs: Any) -> tuple[str, str]:
@@ -54,7 +54,8 @@ class CorrectnessLlmJudge(LlmJudge):
         return choice(obj, "verdict", tuple(VERDICTS)), str(obj.get("reasoning", ""))
 
     async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
-        result = await self.ask(self.messages(record), self.parse, "correctness", SCHEMA)
+        [call] = self.planned_calls(record)
+        result = await self.ask(call)
         if not result.ok:
             return failed(record["record_id"], [result], "correctness")
         verdict, reasoning = result.value

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.judges.llm import _prompt as P
-from evalkit.judges.llm._base import LlmJudge, LlmJudgeConfig, accounting, failed
+from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import choice, parse_json_object
 
 FAILURE_MODES: dict[str, str] = {
@@ -81,11 +81,12 @@ class FailureModeLlmJudge(LlmJudge):
                                                            facts.items())))
         return P.messages(P.system(TASK, FORMAT), *blocks)
 
-    def planned_calls(self, record: dict[str, Any]) -> list[list[dict[str, str]]]:
-        return [self.messages(record)]
+    def planned_calls(self, record: dict[str, Any]) -> list[Call]:
+        return [Call(self.messages(record), _parse, "failure_mode", SCHEMA)]
 
     async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
-        result = await self.ask(self.messages(record), _parse, "failure_mode", SCHEMA)
+        [call] = self.planned_calls(record)
+        result = await self.ask(call)
         if not result.ok:
             return failed(record["record_id"], [result], "failure-mode classification")
         label, explanation = result.value

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from evalkit.judges.llm import _prompt as P
-from evalkit.judges.llm._base import LlmJudge, LlmJudgeConfig, accounting, failed
+from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._engine import CallResult
 from evalkit.judges.llm._parse import ParseError, number, parse_json_object, require
 
@@ -170,33 +170,38 @@ class GEvalJudge(LlmJudge):
     def wanted_columns(self) -> tuple[str, ...]:
         return ("record_id", *self.rubric.inputs)
 
-    def steps_messages(self) -> list[dict[str, str]]:
-        return P.messages(P.system(STEPS_TASK, STEPS_FORMAT),
-                          f"<criteria>\n{P.escape(self.rubric.criteria)}\n</criteria>")
+    def steps_call(self) -> Call:
+        messages = P.messages(P.system(STEPS_TASK, STEPS_FORMAT),
+                              f"<criteria>\n{P.escape(self.rubric.criteria)}\n</criteria>")
+        return Call(messages, _parse_steps, "steps", STEPS_SCHEMA)
 
-    def score_messages(self, record: dict[str, Any]) -> list[dict[str, str]]:
-        steps = "\n".join(f"{i}. {s}" for i, s in enumerate(self._steps or ("…",), 1))
+    def score_call(self, record: dict[str, Any], steps: tuple[str, ...]) -> Call:
+        listed = "\n".join(f"{i}. {s}" for i, s in enumerate(steps or ("…",), 1))
         task = (f"You are a careful grader. Score the AI output on the criteria below, from 1 "
                 f"(worst) to 5 (best), following the evaluation steps.\n\nCriteria:\n"
-                f"{self.rubric.criteria}\n\nEvaluation steps:\n{steps}")
+                f"{self.rubric.criteria}\n\nEvaluation steps:\n{listed}")
         blocks = [P.context_block(record.get("context") or [], 20) if col == "context"
                   else P.block(col, record.get(col)) for col in self.rubric.inputs]
-        return P.messages(P.system(task, SCORE_FORMAT), *blocks)
-
-    def planned_calls(self, record: dict[str, Any]) -> list[list[dict[str, str]]]:
-        return [self.score_messages(record)]
+        extra = {"logprobs": True, "top_logprobs": self.config.top_logprobs} \
+            if self.config.logprobs else {}
+        return Call(P.messages(P.system(task, SCORE_FORMAT), *blocks), _parse_score, "score",
+                    SCORE_SCHEMA, extra)
 
     def estimate(self, table: Any) -> dict[str, Any]:
-        est = super().estimate(table)
-        if not self._steps:  # plus the one-off generation of the steps
-            est["calls"] += 1
-            est["input_tokens"] += len(STEPS_TASK + self.rubric.criteria) // 4
-        return est
+        steps = self._steps
+        planned = []
+        if not steps:  # the one-off generation of the steps, unless it is cached
+            generation = self.steps_call()
+            known = self.cached(generation)
+            steps = tuple(known.value) if known is not None else ()
+            planned.append(generation)
+        planned += [self.score_call(r, steps) for r in self._records(table)]
+        return self.tally(planned)
 
     async def prepare(self) -> None:
         if self._steps:
             return
-        result = await self.ask(self.steps_messages(), _parse_steps, "steps", STEPS_SCHEMA)
+        result = await self.ask(self.steps_call())
         self._generation = result
         if result.ok:
             self._steps = tuple(result.value)
@@ -211,8 +216,7 @@ class GEvalJudge(LlmJudge):
             return {**accounting(rid, billed), "status": "error",
                     "raw": billed[0].raw if billed else None,
                     "error": f"generating the rubric's evaluation steps: {self._steps_error}"}
-        result = await self.ask(self.score_messages(record), _parse_score, "score",
-                                SCORE_SCHEMA, **self._logprob_params())
+        result = await self.ask(self.score_call(record, self._steps))
         if not result.ok:
             return failed(rid, [*billed, result], "score")
         score, weighted, reason = result.value
@@ -224,8 +228,3 @@ class GEvalJudge(LlmJudge):
                 "details": {"rubric": self.rubric.name, "score": score,
                             "weighted_score": weighted, "steps": list(self._steps),
                             "steps_generated": not self.rubric.steps}}
-
-    def _logprob_params(self) -> dict[str, Any]:
-        if not self.config.logprobs:
-            return {}
-        return {"logprobs": True, "top_logprobs": self.config.top_logprobs}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.judges.llm import _prompt as P
-from evalkit.judges.llm._base import LlmJudge, LlmJudgeConfig, accounting, failed
+from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import number, parse_json_object, require
 
 MODES = ("graded", "binary")
@@ -62,8 +62,12 @@ class HallucinationLlmJudge(LlmJudge):
         blocks.append(P.block("output", record.get("output")))
         return P.messages(P.system(TASK, FORMATS[cfg.mode]), *blocks)
 
-    def planned_calls(self, record: dict[str, Any]) -> list[list[dict[str, str]]]:
-        return [self.messages(record)]
+    def call(self, record: dict[str, Any]) -> Call:
+        return Call(self.messages(record), self.parse, "hallucination",
+                    SCHEMAS[self.config.mode])
+
+    def planned_calls(self, record: dict[str, Any]) -> list[Call]:
+        return [self.call(record)]
 
     def parse(self, text: str, logprobs: Any) -> tuple[float, str]:
         obj = parse_json_object(text)
@@ -73,8 +77,7 @@ class HallucinationLlmJudge(LlmJudge):
         return number(obj, "score", 0.0, 1.0), reasoning
 
     async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
-        result = await self.ask(self.messages(record), self.parse,
-                                "hallucination", SCHEMAS[self.config.mode])
+        result = await self.ask(self.call(record))
         if not result.ok:
             return failed(record["record_id"], [result], "hallucination")
         score, reasoning = result.value

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.judges.llm import _prompt as P
-from evalkit.judges.llm._base import LlmJudge, LlmJudgeConfig, accounting, failed
+from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import choice, parse_json_object
 from evalkit.results.schemas import RECORDS
 
@@ -73,15 +73,16 @@ class PairwiseJudge(LlmJudge):
                           P.block("response_a", record.get(a)),
                           P.block("response_b", record.get(b)))
 
-    def planned_calls(self, record: dict[str, Any]) -> list[list[dict[str, str]]]:
-        return [self.messages(record, True), self.messages(record, False)]
+    def planned_calls(self, record: dict[str, Any]) -> list[Call]:
+        return [Call(self.messages(record, first), _parse, "preference", SCHEMA)
+                for first in (True, False)]
 
     async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
         rid = record["record_id"]
         results = []
-        for candidate_first in (True, False):
-            result = await self.ask(self.messages(record, candidate_first), _parse,
-                                    "preference", SCHEMA)
+        for call, candidate_first in zip(self.planned_calls(record), (True, False),
+                                         strict=True):
+            result = await self.ask(call)
             results.append(result)
             if not result.ok:
                 order = "candidate first" if candidate_first else "baseline first"

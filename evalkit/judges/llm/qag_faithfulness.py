@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.judges.llm import _prompt as P
-from evalkit.judges.llm._base import LlmJudge, LlmJudgeConfig, accounting, failed
+from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import ParseError, choice, parse_json_object, require
 
 SCORES = ("faithfulness", "hallucination")
@@ -118,16 +118,27 @@ class QagFaithfulnessJudge(LlmJudge):
                           P.context_block(record["context"], self.config.max_context_items),
                           f"<questions>\n{listed}\n</questions>")
 
-    def planned_calls(self, record: dict[str, Any]) -> list[list[dict[str, str]]]:
-        # the questions are not known before the first call: approximate them by the output
-        return [self.claims_messages(record),
-                self.answer_messages(record, [record.get("output") or ""])]
+    def claims_call(self, record: dict[str, Any]) -> Call:
+        return Call(self.claims_messages(record), _parse_claims(self.config.max_claims),
+                    "claims", CLAIMS_SCHEMA)
+
+    def answers_call(self, record: dict[str, Any], questions: list[str]) -> Call:
+        return Call(self.answer_messages(record, questions), _parse_answers(len(questions)),
+                    "answers", ANSWER_SCHEMA)
+
+    def planned_calls(self, record: dict[str, Any]) -> list[Call]:
+        first = self.claims_call(record)
+        known = self.cached(first)
+        if known is None:  # the questions come from the first answer: approximate them
+            return [first, self.answers_call(record, [record.get("output") or ""])]
+        if not known.value:
+            return [first]
+        return [first, self.answers_call(record, [c["question"] for c in known.value])]
 
     async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
         rid = record["record_id"]
         cfg = self.config
-        first = await self.ask(self.claims_messages(record), _parse_claims(cfg.max_claims),
-                               "claims", CLAIMS_SCHEMA)
+        first = await self.ask(self.claims_call(record))
         if not first.ok:
             return failed(rid, [first], "claim extraction")
         claims = first.value
@@ -136,8 +147,7 @@ class QagFaithfulnessJudge(LlmJudge):
                     "explanation": "the output makes no factual claim to verify",
                     "details": {"claims": []}}
         questions = [c["question"] for c in claims]
-        second = await self.ask(self.answer_messages(record, questions),
-                                _parse_answers(len(questions)), "answers", ANSWER_SCHEMA)
+        second = await self.ask(self.answers_call(record, questions))
         if not second.ok:
             return failed(rid, [first, second], "verification", {"claims": claims})
         for claim, answer in zip(claims, second.value, strict=True):

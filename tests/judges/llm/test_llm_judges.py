@@ -247,3 +247,19 @@ def test_estimates_follow_skip_rules_and_make_no_call(ctx, fake_llm):
     assert steps["calls"] == 3 + 1  # plus generating the steps
     assert make(PairwiseJudge, ctx, fake_llm).estimate(table)["calls"] == 0  # no reference
     assert fake_llm.requests == []
+
+
+def test_estimates_leave_out_what_the_cache_answers(ctx, fake_llm):
+    table = records(GROUNDED, MIXED, {**GROUNDED, "output": "Ok!"})
+    qag = make(QagFaithfulnessJudge, ctx, fake_llm)
+    assert qag.estimate(table)["calls"] == 6
+    judge(qag, table)
+    n = len(fake_llm.requests)  # 5: the third output has no claim, so no second call
+    assert qag.estimate(table) | {"input_tokens": 0, "output_tokens": 0} == {
+        "calls": 0, "cached_calls": n, "input_tokens": 0, "output_tokens": 0, "cost_usd": None}
+    geval = make(GEvalJudge, ctx, fake_llm, criteria="Tone.")
+    judge(geval, records(GROUNDED))
+    assert make(GEvalJudge, ctx, fake_llm, criteria="Tone.").estimate(table) | {
+        "input_tokens": 0, "output_tokens": 0, "cost_usd": 0} == {
+        "calls": 2, "cached_calls": 2, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0}
+    assert len(fake_llm.requests) == n + 2
