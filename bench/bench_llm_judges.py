@@ -6,7 +6,7 @@ process (so its CPU does not count against the client). Prints figures and ratio
    ``litellm.acompletion`` loop's process sending the same requests;
 2. the identical ``evalkit run`` again: served from the response cache, no call;
 3. 1,000 calls, 500 ms latency, concurrency 32, through the litellm transport, against the
-   theoretical limit (ceil(1000 / 32) × latency).
+   theoretical limit (ceil(1000 / 32) × latency) and a bare litellm loop.
 
 Usage: ``python bench/bench_llm_judges.py [--n 1000] [--concurrency 32]``."""
 
@@ -154,6 +154,8 @@ def main() -> None:
             through_litellm = timed(evalkit_cmd(data, slow_url, work, conc, "litellm",
                                                 "cache-b"), work, env)
             calls_litellm = served(slow_url)
+            bare_litellm_slow = timed([PY, "-c", BARE_LITELLM, slow_url, str(conc),
+                                       str(payloads)], work, env)
         finally:
             slow.kill()
 
@@ -173,6 +175,10 @@ def main() -> None:
     print(f"    evalkit run (litellm)     {through_litellm:7.2f} s  ({calls_litellm} calls)")
     print(f"      ratio to the limit      {through_litellm / slow_limit:7.2f}x  "
           "(target <= 1.15x)")
+    print(f"    bare litellm loop         {bare_litellm_slow:7.2f} s  "
+          f"({bare_litellm_slow / slow_limit:.2f}x the limit)")
+    print(f"  machine load average while measuring: {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

@@ -92,3 +92,14 @@ class FailureModeLlmJudge(LlmJudge):
         label, explanation = result.value
         return {**accounting(record["record_id"], [result]), "status": "ok", "label": label,
                 "explanation": explanation, "raw": result.raw}
+
+
+async def classify_failure_modes(table: Any, ctx: Any, name: str = "failure_mode",
+                                 **options: Any) -> list[dict[str, Any]]:
+    """Classify every record of ``table`` (a records table) into :data:`FAILURE_MODES`.
+    ``options`` are :class:`FailureModeLlmConfig` fields (``model`` at least); a bad option
+    raises ValueError. Returns judgment rows (label, explanation, accounting) as the judge
+    does."""
+    config = FailureModeLlmConfig(**{"records": "all", **options})
+    config.validate()
+    return await FailureModeLlmJudge(name, config, ctx).ajudge(table)

@@ -3,6 +3,7 @@ what it keeps in ``details``, and what it estimates for a dry run."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 
@@ -11,7 +12,11 @@ from fake_llm_server import Reply, certain_logprobs
 from llm_helpers import judge, make, records
 
 from evalkit.judges.llm.correctness import CorrectnessLlmJudge
-from evalkit.judges.llm.failure_mode import FAILURE_MODES, FailureModeLlmJudge
+from evalkit.judges.llm.failure_mode import (
+    FAILURE_MODES,
+    FailureModeLlmJudge,
+    classify_failure_modes,
+)
 from evalkit.judges.llm.geval import GEvalConfig, GEvalJudge, weighted_score
 from evalkit.judges.llm.hallucination import HallucinationLlmJudge
 from evalkit.judges.llm.pairwise import PairwiseJudge
@@ -263,3 +268,12 @@ def test_estimates_leave_out_what_the_cache_answers(ctx, fake_llm):
         "input_tokens": 0, "output_tokens": 0, "cost_usd": 0} == {
         "calls": 2, "cached_calls": 2, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0}
     assert len(fake_llm.requests) == n + 2
+
+
+def test_classify_failure_modes_for_the_deterministic_judge(ctx, fake_llm):
+    table = records({"output": "x", "level": "ERROR"}, {"output": "y"})
+    rows = asyncio.run(classify_failure_modes(table, ctx, model="openai/fake-judge",
+                                              api_base=fake_llm.url))
+    assert [r["label"] for r in rows] == ["pipeline_failure", "other"]
+    with pytest.raises(ValueError, match="records"):
+        asyncio.run(classify_failure_modes(table, ctx, model="m", records="some"))
