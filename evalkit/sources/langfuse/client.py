@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 
 from evalkit.errors import SourceError
 
@@ -144,7 +145,7 @@ class LangfuseClient:
                 status = resp.status_code
                 self.stats.by_status[str(status)] = self.stats.by_status.get(str(status), 0) + 1
                 if status < 300:
-                    return resp.json()
+                    return orjson.loads(resp.content)
                 if status == 404:
                     raise NotFound(f"{method} {path}: 404 {_body(resp)}")
                 if status == 422:

@@ -16,9 +16,17 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+import orjson
+
 # v2 field groups the source asks for: everything a record needs
 V2_FIELDS = "core,basic,time,io,metadata,model,usage,prompt,metrics,trace_context"
 
+# the record columns each mapping fills
+OBSERVATION_COLUMNS = ("record_id", "trace_id", "observation_id", "session_id", "timestamp",
+                       "model", "level", "status_message", "input", "output", "latency_s",
+                       "cost_usd", "input_tokens", "output_tokens", "tags", "metadata")
+TRACE_COLUMNS = ("record_id", "trace_id", "session_id", "timestamp", "input", "output",
+                 "latency_s", "cost_usd", "tags", "metadata")
 _INPUT_KEYS = ("input", "promptTokens", "input_tokens", "prompt_tokens")
 _OUTPUT_KEYS = ("output", "completionTokens", "output_tokens", "completion_tokens")
 
@@ -62,11 +70,16 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def json_text(value: Any) -> str:
+    """Compact JSON text (as ``JSON.stringify`` writes it, which is how most SDKs log)."""
+    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def text(value: Any) -> str | None:
     """A cell for ``input``/``output``: strings as they are, other JSON as JSON text."""
     if value is None or isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return json_text(value)
 
 
 def _number(value: Any) -> float | None:
@@ -84,7 +97,7 @@ def _tokens(details: Any, keys: tuple[str, ...]) -> int | None:
         return None
     for key in keys:
         value = details.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if type(value) is int or type(value) is float:  # not bool
             return int(value)
     return None
 
@@ -92,6 +105,9 @@ def _tokens(details: Any, keys: tuple[str, ...]) -> int | None:
 def _cost(obs: Mapping[str, Any]) -> float | None:
     details = obs.get("costDetails")
     if isinstance(details, Mapping) and details:
+        total = details.get("total")
+        if type(total) is float or type(total) is int:  # the common case, not bool
+            return float(total)
         total = _number(details.get("total"))
         if total is not None:
             return total
@@ -113,23 +129,19 @@ def _latency(obs: Mapping[str, Any], start: datetime | None) -> float | None:
     return (end - start).total_seconds() if start is not None and end is not None else None
 
 
-def _metadata(obs: Mapping[str, Any], extra: Mapping[str, Any]) -> str:
-    meta = {
-        "name": obs.get("name"),
-        "type": obs.get("type"),
-        "environment": obs.get("environment"),
-        "version": obs.get("version"),
-        "parent_observation_id": obs.get("parentObservationId"),
-        "prompt_name": obs.get("promptName"),
-        "prompt_version": obs.get("promptVersion"),
-        "model_parameters": obs.get("modelParameters"),
-        "trace_name": obs.get("traceName"),
-        "user_id": obs.get("userId"),
-        "metadata": obs.get("metadata"),
-        **extra,
-    }
-    return json.dumps({k: v for k, v in meta.items() if v is not None}, ensure_ascii=False,
-                      default=str)
+_META_FIELDS = (("name", "name"), ("type", "type"), ("environment", "environment"),
+                ("version", "version"), ("parentObservationId", "parent_observation_id"),
+                ("promptName", "prompt_name"), ("promptVersion", "prompt_version"),
+                ("modelParameters", "model_parameters"), ("traceName", "trace_name"),
+                ("userId", "user_id"), ("metadata", "metadata"))
+
+
+def _metadata(obs: Mapping[str, Any], extra: Mapping[str, Any] | None) -> str:
+    meta = {key: value for field, key in _META_FIELDS
+            if (value := obs.get(field)) is not None}
+    if extra:
+        meta.update(extra)
+    return json_text(meta)
 
 
 def observation_record(obs: Mapping[str, Any], as_trace: bool = False,
@@ -160,7 +172,7 @@ def observation_record(obs: Mapping[str, Any], as_trace: bool = False,
         "input_tokens": _tokens(usage, _INPUT_KEYS),
         "output_tokens": _tokens(usage, _OUTPUT_KEYS),
         "tags": obs.get("tags"),
-        "metadata": _metadata(obs, extra or {}),
+        "metadata": _metadata(obs, extra),
     }
 
 
@@ -182,8 +194,7 @@ def trace_record(trace: Mapping[str, Any]) -> dict[str, Any]:
         "latency_s": _number(trace.get("latency")),
         "cost_usd": _number(trace.get("totalCost")),
         "tags": trace.get("tags"),
-        "metadata": json.dumps({k: v for k, v in meta.items() if v is not None},
-                               ensure_ascii=False, default=str),
+        "metadata": json_text({k: v for k, v in meta.items() if v is not None}),
     }
 
 

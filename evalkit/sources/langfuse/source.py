@@ -323,6 +323,7 @@ class _Reader:
         self.state: ReadState | None = None
         self.custom = [(col, mapping.path_getter(path))
                        for col, path in self.cfg.fields.items()]
+        self.columns = pa.schema([])  # set once the API generation is known
         self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,
                        "scores_read": 0, "scores_imported": 0, "scores_out_of_scope": 0,
                        "resolved_by_id": 0, "unresolved": 0}
@@ -339,6 +340,10 @@ class _Reader:
             self.client = client
             try:
                 streams = await self._prepare()
+                mapped = mapping.TRACE_COLUMNS if cfg.read == "traces" and src.api == "v3" \
+                    else mapping.OBSERVATION_COLUMNS
+                self.columns = pa.schema([RECORDS.field(c) for c in dict.fromkeys(
+                    [*mapped, "source", *cfg.fields])])
                 await _all(self._run_stream(s) for s in streams)
                 if cfg.import_scores:
                     await self._import_scores()
@@ -555,24 +560,41 @@ class _Reader:
         return out
 
     async def _run_cursor(self, st: _Stream) -> None:
-        assert self.client is not None
+        """Follow one cursor to its end. The next page is requested as soon as a page's
+        cursor is known, so the request is in flight while this page is mapped."""
         limit = st.limit
-        while not st.done:
+        pending = asyncio.ensure_future(self._cursor_page(st, st.cursor, limit))
+        try:
+            while True:
+                body, limit = await pending
+                data = _data(body, st.path)
+                cursor = (body.get("meta") or {}).get("cursor") or None
+                if cursor is not None:
+                    pending = asyncio.ensure_future(self._cursor_page(st, cursor, limit))
+                st.seq += 1
+                self._on_page(st, data, st.seq, f"GET {st.path} page {st.seq}")
+                st.cursor, st.done = cursor, cursor is None
+                self._save(st)
+                if st.done:
+                    return
+        finally:
+            if not pending.done():
+                pending.cancel()
+
+    async def _cursor_page(self, st: _Stream, cursor: str | None, limit: int
+                           ) -> tuple[Any, int]:
+        """One page after ``cursor`` and the page size that worked (halved on 422)."""
+        assert self.client is not None
+        while True:
             try:
                 body = await self.client.get(st.path, {**st.params, "limit": limit,
-                                                       "cursor": st.cursor})
+                                                       "cursor": cursor})
             except TooHeavy as exc:
                 if limit == 1:
                     raise _StreamFailed(f"{exc} even with limit=1") from None
                 limit //= 2
                 continue
-            data = _data(body, st.path)
-            st.seq += 1
-            self._on_page(st, data, st.seq, f"GET {st.path} page {st.seq}")
-            cursor = (body.get("meta") or {}).get("cursor")
-            st.cursor = cursor if cursor else None
-            st.done = st.cursor is None
-            self._save(st)
+            return body, limit
 
     def _save(self, st: _Stream) -> None:
         if self.state is not None:
@@ -627,7 +649,7 @@ class _Reader:
             self.seen.add(row["record_id"])
             row["source"] = self.src.name
             rows.append(row)
-        return _table(rows, self._reject, where)
+        return _table(rows, self.columns, self._reject, where)
 
     def _emit(self, table: pa.Table) -> None:
         if not table.num_rows:
@@ -772,11 +794,9 @@ def _data(body: Any, path: str) -> list[Any]:
     return data
 
 
-def _table(rows: list[dict[str, Any]], reject: Callable[[str, str, Any], None],
-           where: str) -> pa.Table:
+def _table(rows: list[dict[str, Any]], schema: pa.Schema,
+           reject: Callable[[str, str, Any], None], where: str) -> pa.Table:
     """Mapped rows as a record table; rows Arrow cannot convert are rejects."""
-    names = list(dict.fromkeys(k for row in rows for k in row)) or ["record_id"]
-    schema = pa.schema([RECORDS.field(n) for n in names])
     try:
         return pa.Table.from_pylist(rows, schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):

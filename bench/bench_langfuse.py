@@ -1,0 +1,89 @@
+"""Reading 50,000 observations from a fake Langfuse that takes 100 ms per request.
+
+The limit set by page size, latency and concurrency is ``ceil(requests / concurrency) ×
+latency`` with ``requests = ceil(N / page size)``; the target is to finish within 1.5× it.
+The fake server runs in its own process (``tests/langfuse/fake_server.py``) with every
+observation rendered beforehand, so its CPU competes as little as possible with the reader's.
+Prints, for each API generation (v4: cursor pages of 1000 over window shards; v3: pages of
+100) and each latency, the measured time, the limit, the ratio, and the reader's throughput
+with a near-zero latency (its CPU cost: JSON parsing, mapping, Arrow).
+
+    .venv/bin/python bench/bench_langfuse.py [--observations 50000] [--latencies 0.1,0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE = ROOT / "tests" / "langfuse" / "fake_server.py"
+START, END = "2026-05-01T00:00:00Z", "2026-05-08T00:00:00Z"
+
+
+def _serve(generation: str, n: int, latency: float) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, str(FAKE), "--generation", generation,
+                             "--observations", str(n), "--latency", str(latency),
+                             "--start", START, "--end", END, "--prerender"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()
+    if line[:1] != ["PORT"]:
+        proc.kill()
+        raise SystemExit(f"fake server did not start: {line}")
+    return proc, f"http://127.0.0.1:{line[1]}"
+
+
+def _read(url: str, concurrency: int, work: Path) -> tuple[float, int, dict]:
+    from evalkit.context import RunContext
+    from evalkit.sources.langfuse import LangfuseSource, LangfuseSourceConfig
+
+    cfg = LangfuseSourceConfig(host=url, from_time=START, to_time=END, concurrency=concurrency,
+                               import_scores=False, progress=False, resume=False)
+    cfg.validate()
+    ctx = RunContext(run_id="bench", experiment="bench", run_dir=work / "run",
+                     runs_dir=work / "runs", cache_dir=work / "cache")
+    source = LangfuseSource("source", cfg, ctx)
+    t0 = time.perf_counter()
+    rows = sum(t.num_rows for t in source.read())
+    return time.perf_counter() - t0, rows, source.fingerprint()["stats"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--observations", type=int, default=50_000)
+    parser.add_argument("--latencies", default="0.1,0.5,0.001",
+                        help="seconds per request, comma-separated")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--generations", default="v4,v3")
+    args = parser.parse_args()
+    os.environ.update(LANGFUSE_PUBLIC_KEY="pk-lf-test", LANGFUSE_SECRET_KEY="sk-lf-test-secret")
+    print(f"{args.observations:,} observations, concurrency {args.concurrency}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    for generation in args.generations.split(","):
+        page = 1000 if generation == "v4" else 100
+        requests = math.ceil(args.observations / page)
+        for latency in (float(x) for x in args.latencies.split(",")):
+            limit = math.ceil(requests / args.concurrency) * latency
+            proc, url = _serve(generation, args.observations, latency)
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    seconds, rows, stats = _read(url, args.concurrency, Path(tmp))
+            finally:
+                proc.terminate()
+                proc.wait()
+            assert rows == args.observations, f"read {rows} rows, expected {args.observations}"
+            print(f"{generation} {latency * 1000:6.0f} ms/request: {rows:,} records in "
+                  f"{seconds:.2f} s ({stats['requests']} requests of {page}); limit "
+                  f"{limit:.2f} s; ratio {seconds / limit:.2f} (target <= 1.5); "
+                  f"{rows / seconds:,.0f} records/s")
+
+
+if __name__ == "__main__":
+    main()
