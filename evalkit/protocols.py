@@ -99,8 +99,9 @@ class Sink(Protocol):
     Config: ClassVar[type]
 
     def push(self, run_dir: Path) -> dict[str, Any]:
-        """Send the run in ``run_dir``; return a JSON-able report (what was sent, skipped
-        and failed, with reasons), which the runner adds to the manifest under ``sinks``."""
+        """Send the run in ``run_dir``; return a JSON-able report of what was sent, skipped
+        and failed, with reasons (``failed``: a count, which the runner reports when not 0).
+        The runner adds it to the manifest under ``sinks``."""
         ...
 
 

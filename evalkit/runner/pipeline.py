@@ -218,10 +218,14 @@ def _push(sinks: list[tuple[PluginInstance, Any]], run_dir: Path) -> dict[str, A
     reports: dict[str, Any] = {}
     for inst, sink in sinks:
         try:
-            reports[inst.name] = sink.push(run_dir)
+            reports[inst.name] = report = sink.push(run_dir)
         except Exception as exc:
             reports[inst.name] = {"error": f"{type(exc).__name__}: {exc}"}
             print(f"evalkit: sink {inst.name} failed: {exc}", file=sys.stderr)
+            continue
+        if report.get("failed"):
+            print(f"evalkit: sink {inst.name}: {report['failed']} item(s) failed; see "
+                  f"sinks.{inst.name} in {run_dir / 'manifest.json'}", file=sys.stderr)
     return reports
 
 

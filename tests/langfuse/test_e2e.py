@@ -103,3 +103,20 @@ def test_config_with_keys_is_refused(tmp_path: Path, key: str) -> None:
     done = _evalkit(["run", "+experiment=langfuse_audit", f"+source.{key}=sk-lf-x"], tmp_path)
     assert done.returncode == 2
     assert "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY" in done.stderr
+
+
+def test_a_failing_sink_leaves_the_run_ok(fake_v4: FakeLangfuse, tmp_path: Path) -> None:
+    done = _evalkit(["run", "+experiment=langfuse_audit", f"source.from_time={FROM}",
+                     f"source.to_time={TO}", "source.resolve_retry_s=0", "runner.run_id=r",
+                     "+sinks.langfuse.plugin=langfuse", "+sinks.langfuse.max_retries=0",
+                     "+sinks.langfuse.host=http://127.0.0.1:9"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kinds = fake_v4.info["kinds"]  # type: ignore[attr-defined]
+    scores = 2 * sum(k not in FAILED_KINDS for k in kinds.values())  # two judges
+    assert f"sink langfuse: {scores} item(s) failed" in done.stderr
+    manifest = json.loads((tmp_path / "runs" / "langfuse_audit" / "r" / "manifest.json")
+                          .read_text())
+    assert manifest["status"] == "ok"
+    report = manifest["sinks"]["langfuse"]
+    assert report["pushed"] == 0 and report["failed"] == scores
+    assert "ConnectError" in report["failures"][0]["reason"]

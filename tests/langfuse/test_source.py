@@ -205,6 +205,15 @@ def test_lagging_observation_is_found_on_retry(fake: FakeLangfuse, tmp_path: Pat
     assert any(j["record_id"] == "gen-late-0" for j in read.imported)
 
 
+def test_expand_metadata(fake_v4: FakeLangfuse, tmp_path: Path) -> None:
+    def note(**kw: object) -> str:
+        rec = read_all(tmp_path / str(len(kw)), import_scores=False, **kw).by_id()["gen-00002-0"]
+        return json.loads(rec["metadata"])["metadata"]["note"]
+
+    assert len(note()) == 200
+    assert len(note(expand_metadata=["note"])) == 250
+
+
 def test_custom_fields(fake: FakeLangfuse, tmp_path: Path) -> None:
     kinds = fake.info["kinds"]  # type: ignore[attr-defined]
     records = read_all(tmp_path, fields={"reference": "metadata.tenant",

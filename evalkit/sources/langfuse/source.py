@@ -79,6 +79,7 @@ class LangfuseSourceConfig:
     resolve_score_targets: bool = True  # fetch by id observations scores point at but lists miss
     resolve_retry_s: float = 5.0  # wait this long and look again for ids not found (lag)
     fields: dict[str, str] = field(default_factory=dict)  # record column -> path in the object
+    expand_metadata: list[str] = field(default_factory=list)  # v4: metadata keys kept whole
     page_size: int | None = None  # items per request; default the endpoint's maximum
     concurrency: int = 8  # requests in flight
     shards: int | None = None  # window slices read in parallel on v4; default concurrency
@@ -206,7 +207,8 @@ class LangfuseSource:
                  "name": cfg.name, "level": cfg.level, "environment": sorted(cfg.environment),
                  "tags": sorted(cfg.tags), "user_id": cfg.user_id, "session_id": cfg.session_id,
                  "import_scores": cfg.import_scores, "score_names": sorted(cfg.score_names),
-                 "fields": dict(sorted(cfg.fields.items()))}
+                 "fields": dict(sorted(cfg.fields.items())),
+                 "expand_metadata": sorted(cfg.expand_metadata)}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def _state_key(self) -> str:
@@ -473,7 +475,10 @@ class _Reader:
     def _obs_params(self, obs_type: str | None, start: datetime, end: datetime,
                     v2: bool) -> dict[str, Any]:
         cfg = self.cfg
-        params: dict[str, Any] = {"fields": mapping.V2_FIELDS} if v2 else {}
+        params: dict[str, Any] = {}
+        if v2:  # v2 truncates metadata values to 200 characters unless named here
+            params = {"fields": mapping.V2_FIELDS,
+                      "expandMetadata": ",".join(cfg.expand_metadata) or None}
         if not cfg.tags:
             params.update({"type": obs_type, "name": cfg.name, "userId": cfg.user_id,
                            "level": cfg.level, "environment": cfg.environment or None,
@@ -745,6 +750,7 @@ class _Reader:
             async def batch(chunk: list[str]) -> None:
                 body = await client.get(f"{_P}/v2/observations", {
                     "fields": mapping.V2_FIELDS, "limit": len(chunk),
+                    "expandMetadata": ",".join(self.cfg.expand_metadata) or None,
                     "filter": json.dumps([{"type": "stringOptions", "column": "id",
                                            "operator": "any of", "value": chunk}])})
                 for obs in _data(body, "/v2/observations"):
