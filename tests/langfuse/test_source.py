@@ -156,8 +156,14 @@ def test_bad_keys_fail_clearly(fake: FakeLangfuse, tmp_path: Path,
 
 def test_resume_after_interruption(fake: FakeLangfuse, tmp_path: Path) -> None:
     path = _obs_path(fake)
+    # on the first page: a value that cannot fill the record column it is mapped to
+    bad = _obs("gen-bad-0", "trace-00039", "GENERATION", "llm-call",
+               parse("2026-05-01T23:59:00Z"), parse("2026-05-01T23:59:01Z"), None, "q", "a", 1)
+    bad["metadata"] = {"confidence": "high"}
+    fake.add_observation(bad)
     fake.faults.append(Fault(path, 500, times=100, after=4))
-    opts = {"page_size": 10, "shards": 1, "concurrency": 1, "max_retries": 0}
+    opts = {"page_size": 10, "shards": 1, "concurrency": 1, "max_retries": 0,
+            "fields": {"confidence": "metadata.confidence"}}
     first: list = []
     with pytest.raises(SourceError, match="failed after 1 attempts"):
         from conftest import make_source
@@ -171,6 +177,9 @@ def test_resume_after_interruption(fake: FakeLangfuse, tmp_path: Path) -> None:
     n_before = len(fake.requests)
     read = read_all(tmp_path, **opts)
     assert read.fingerprint["resumed"] and read.fingerprint["complete"]
+    # found by the first read, kept for the run that completes it
+    [reject] = [r for r in read.rejects if r["reason"].startswith("cannot map")]
+    assert "page 1 item 0" in reject["location"] and "gen-bad-0" in reject["raw"]
     assert sorted(read.by_id()) == sorted(fake.info["kinds"])  # type: ignore[attr-defined]
     assert read.records.num_rows == len(read.by_id())
     pages_again = sum(1 for _, p, _ in fake.requests[n_before:] if p == path)

@@ -330,6 +330,7 @@ class _Reader:
                        "scores_read": 0, "scores_imported": 0, "scores_out_of_scope": 0,
                        "resolved_by_id": 0, "unresolved": 0}
         self._last_progress = time.monotonic()
+        self._page_rejects: list[list[Any]] | None = None
         self.client: LangfuseClient | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -412,6 +413,10 @@ class _Reader:
             self._emit(table)
         for rows in self.state.spooled_json("sc-"):
             self.scores.extend(rows)
+        for rejects in self.state.spooled_json("rej-"):
+            for location, reason, text in rejects:
+                self.counts["rejected"] += 1
+                self.put(("reject", (location, reason, text)))
         self._flush()
 
     # -- streams --------------------------------------------------------------------------------
@@ -610,6 +615,8 @@ class _Reader:
 
     def _on_page(self, st: _Stream, items: list[Any], page: int, where: str) -> None:
         self.counts["pages"] += 1
+        # a resumed read does not fetch this page again: its rejects are kept with it
+        self._page_rejects = [] if self.state is not None else None
         if st.kind == "scores":
             rows = []
             for i, raw in enumerate(items):
@@ -627,6 +634,10 @@ class _Reader:
             if self.state is not None:
                 self.state.spool_table(spool_name(st.key, page), table)
             self._emit(table)
+        if self._page_rejects:
+            assert self.state is not None
+            self.state.spool_json("rej-" + spool_name(st.key, page), self._page_rejects)
+        self._page_rejects = None
         self._progress()
 
     def _records(self, items: list[Any], where: str, as_trace: bool,
@@ -674,6 +685,8 @@ class _Reader:
         self.counts["rejected"] += 1
         text = raw if raw is None or isinstance(raw, str) else \
             json.dumps(raw, ensure_ascii=False, default=str)
+        if self._page_rejects is not None:
+            self._page_rejects.append([location, reason, text])
         self.put(("reject", (location, reason, text)))
 
     def _progress(self, final: bool = False) -> None:
