@@ -134,7 +134,8 @@ class LlmJudge:
         """The process-wide engine of this judge's model (created on first use)."""
         if self._engine is None:
             cfg = self.config
-            self._engine = get_engine(self.endpoint, cfg.concurrency, cfg.rpm, cfg.tpm)
+            self._engine = get_engine(self.endpoint, cfg.concurrency, cfg.rpm, cfg.tpm,
+                                      getattr(self.ctx, "run_id", ""))
         return self._engine
 
     def params(self, schema_name: str | None = None, schema: dict[str, Any] | None = None,

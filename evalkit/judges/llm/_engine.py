@@ -139,7 +139,7 @@ class Engine:
         if rpm and (self.rpm is None or rpm / 60 < self.rpm.rate):
             self.rpm = TokenBucket(rpm)
         if tpm and (self.tpm is None or tpm / 60 < self.tpm.rate):
-            self.tpm = TokenBucket(tpm)
+            self.tpm = TokenBucket(tpm, burst_s=10.0)  # room for one long prompt
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -283,14 +283,16 @@ class Engine:
                          completion.output_tokens)
 
 
-_ENGINES: dict[Endpoint, Engine] = {}
+_ENGINES: dict[tuple[Endpoint, str], Engine] = {}
 
 
 def get_engine(endpoint: Endpoint, concurrency: int, rpm: int | None = None,
-               tpm: int | None = None) -> Engine:
-    """The process-wide engine for ``endpoint``, with its limits tightened as asked."""
-    engine = _ENGINES.get(endpoint)
+               tpm: int | None = None, run_id: str = "") -> Engine:
+    """The engine for ``endpoint`` shared by the judges of run ``run_id`` in this process
+    (the jobs of a sweep run one after another in one process get their own limits), with
+    its limits tightened as asked."""
+    engine = _ENGINES.get((endpoint, run_id))
     if engine is None:
-        engine = _ENGINES[endpoint] = Engine(endpoint)
+        engine = _ENGINES[(endpoint, run_id)] = Engine(endpoint)
     engine.constrain(concurrency, rpm, tpm)
     return engine

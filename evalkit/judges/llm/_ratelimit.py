@@ -9,11 +9,12 @@ import time
 
 
 class TokenBucket:
-    """``per_minute`` units refill continuously; bursts are capped at ten seconds' worth."""
+    """``per_minute`` units refill continuously; a burst takes at most ``burst_s`` seconds'
+    worth (providers enforce per-minute limits over shorter windows)."""
 
-    def __init__(self, per_minute: float) -> None:
+    def __init__(self, per_minute: float, burst_s: float = 1.0) -> None:
         self.rate = per_minute / 60.0
-        self.capacity = max(1.0, self.rate * 10)
+        self.capacity = max(1.0, self.rate * burst_s)
         self.tokens = self.capacity
         self.updated = time.monotonic()
 

@@ -160,8 +160,19 @@ def test_concurrency_is_bounded_per_model(ctx, fake_llm):
     assert fake_llm.max_in_flight == 3
 
 
+def test_requests_per_minute_are_queued(ctx, fake_llm):
+    rows = [{**ROW, "output": f"answer {i}"} for i in range(30)]
+    t0 = time.monotonic()
+    out = judge(make(HallucinationLlmJudge, ctx, fake_llm, rpm=1200), records(*rows))
+    assert all(r["status"] == "ok" for r in out)  # none rejected
+    times = sorted(r["time"] for r in fake_llm.requests)
+    # a burst of up to 20, then 20 per second: the last 10 need about half a second more
+    assert time.monotonic() - t0 >= 0.3 and times[-1] - times[0] >= 0.3
+    assert times[19] - times[0] < 0.3
+
+
 def test_token_bucket_queues_instead_of_rejecting():
-    bucket = TokenBucket(per_minute=1200)  # 20 per second
+    bucket = TokenBucket(per_minute=1200, burst_s=10)  # 20 per second
 
     async def take(n: int) -> float:
         t0 = time.monotonic()
