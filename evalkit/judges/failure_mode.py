@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from evalkit.filters.pipeline_failure import PipelineFailureConfig, failure_reasons
 from evalkit.judges._det import verdicts
-from evalkit.judges.prompt_echo import echo_similarity
+from evalkit.judges.prompt_echo import echo_similarities
 from evalkit.judges.tool_success_mismatch import (
     ToolSuccessMismatchConfig,
     ToolSuccessMismatchJudge,
@@ -66,24 +66,20 @@ class FailureModeJudge:
         self.tools = ToolSuccessMismatchJudge(
             name, ToolSuccessMismatchConfig(sources=list(config.tool_sources)), ctx)
 
-    def _echo(self, output: str | None, sources: list[str | None]) -> float:
-        return max((echo_similarity(output or "", s) for s in sources if s), default=0.0)
-
     def judge(self, table: pa.Table) -> pa.Table:
         """One judgment per record."""
         cfg = self.config
         reasons = failure_reasons(table, self.failure_cfg).to_pylist()
         excluded_by = table.column("excluded_by").to_pylist()
         exclude_reason = table.column("exclude_reason").to_pylist()
-        outputs = table.column("output").to_pylist()
-        echo_cols = [table.column(c).to_pylist() for c in cfg.echo_against]
-        contexts = table.column("context").to_pylist()
-        inputs = table.column("input").to_pylist()
+        echoes = echo_similarities(table.column("output"),
+                                   [table.column(c) for c in cfg.echo_against])
+        tool_checks = self.tools.classify_table(table)
         labels: list[str | None] = []
         status: list[str] = []
         explanations: list[str | None] = []
         details: list[dict[str, Any] | None] = []
-        for i, output in enumerate(outputs):
+        for i in range(table.num_rows):
             if reasons[i] is not None:
                 labels.append("pipeline_failure")
                 status.append("ok")
@@ -98,13 +94,13 @@ class FailureModeJudge:
                 details.append(None)
                 continue
             status.append("ok")
-            echo = self._echo(output, [col[i] for col in echo_cols])
+            echo = echoes[i] or 0.0
             if echo >= cfg.echo_threshold:
                 labels.append("prompt_echo")
                 explanations.append(f"output copies its prompt (similarity {echo:.2f})")
                 details.append({"rule": "prompt_echo", "echo_similarity": round(echo, 4)})
                 continue
-            tool_label, tool_details = self.tools.classify(contexts[i], inputs[i], output)
+            tool_label, tool_details = tool_checks[i]
             if tool_label == "mismatch":
                 evidence = [e for m in tool_details["mismatches"] for e in m["evidence"]]
                 labels.append("tool_output_misinterpretation")

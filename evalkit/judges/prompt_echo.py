@@ -4,16 +4,14 @@ mode A of the audit: small models returning their input verbatim)."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.errors import ConfigError
 from evalkit.judges._det import verdicts
 from evalkit.results.schemas import RECORDS
-
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -33,25 +31,45 @@ class PromptEchoConfig:
             raise ValueError("min_words: must be at least 1")
 
 
-def _segments(value: str | None) -> list[str]:
-    """The lower-cased words of a cell, one string per part: a JSON cell (chat messages)
-    contributes each message's content (roles and names are not text the model saw as
-    prose), any other JSON its strings, plain text itself."""
-    if not value:
-        return []
-    parts = [value]
-    if value[:1] in "[{":
+# Normalisation, vectorised with Arrow (RE2): lower-case words (letters, digits, "_")
+# joined by single spaces. A cell holding JSON (chat messages, a structured answer) loses
+# its structure first: role/type values and object keys go, JSON escapes become spaces, so
+# what remains is the text the model read or wrote.
+_JSON_LIKE = r"^\s*[\[{]"
+# one pass: role/type values, object keys, escapes (\n, \", \u00e9)
+_JSON_NOISE = (r'"(?:role|type|tool_call_id)"\s*:\s*"[^"]*"|"[A-Za-z_][A-Za-z0-9_]*"\s*:'
+               r"|\\(?:u[0-9a-fA-F]{4}|.)")
+_NON_WORD = r"[^\pL\pN_]+"
+
+
+def _normalise_distinct(texts: pa.Array) -> pa.Array:
+    stripped = pc.replace_substring_regex(texts, _JSON_NOISE, " ")
+    is_json = pc.fill_null(pc.match_substring_regex(texts, _JSON_LIKE), False)
+    text = pc.if_else(is_json, stripped, texts)
+    return pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(text), _NON_WORD, " "),
+                        characters=" ")
+
+
+def normalise(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Each cell as lower-case words joined by single spaces (null stays null). Each
+    distinct cell is normalised once (prompts repeat across records)."""
+    texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    if len(texts) == 0:
+        return pa.array([], pa.string())
+    encoded = pc.dictionary_encode(texts)
+    return _normalise_distinct(encoded.dictionary).take(encoded.indices)
+
+
+def _message_texts(value: str) -> list[str]:
+    """The normalised text of each message of a chat prompt (or the whole prompt)."""
+    parts: list[object] = [value]
+    if value.lstrip()[:1] in ("[", "{"):
         try:
             parts = _strings(json.loads(value))
         except ValueError:
             pass
-    words = (" ".join(_WORD.findall(p.lower())) for p in parts)
-    return [w for w in words if w]
-
-
-def _text(value: str | None) -> str:
-    """Lower-cased words of a cell (see :func:`_segments`), joined."""
-    return " ".join(_segments(value))
+    texts = [p for p in parts if isinstance(p, str)]
+    return [t for t in normalise(pa.array(texts, pa.string())).to_pylist() if t]
 
 
 def _strings(obj: object) -> list[str]:
@@ -66,28 +84,22 @@ def _strings(obj: object) -> list[str]:
     return []
 
 
-def _shingles(words: list[str], n: int) -> set[tuple[str, ...]]:
+def _ngrams(words: list[str], n: int) -> set[str]:
     if len(words) < n:
-        return {tuple(words)} if words else set()
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+        return {" ".join(words)} if words else set()
+    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
-def echo_similarity(output: str, prompt: str, ngram: int = 3, probe: int = 30,
-                    min_words: int = 3) -> float:
-    """Share of the output's word n-grams that also occur in the prompt (1.0: every part of
-    the output is copied from the prompt). Both sides are normalised to lower-case words.
-    An output of fewer than ``min_words`` words ("yes", a label the prompt lists) scores 1.0
-    only when it is the whole prompt or one whole message of it, else 0. Three probes
-    (start, middle, end of the output) gate the full comparison: when none of them occurs
-    in the prompt, the output copies no long span of it and scores 0."""
-    out, pieces = _text(output), _segments(prompt)
-    src = " ".join(pieces)
+def _similarity(out: str | None, src: str | None, prompt: str | None, ngram: int, probe: int,
+                min_words: int) -> float:
+    """:func:`echo_similarity` on already normalised text (``prompt`` is the raw cell, read
+    only for short outputs)."""
     if not out or not src:
         return 0.0
-    if out == src or out in pieces:
+    if out == src:
         return 1.0
     if out.count(" ") + 1 < min_words:
-        return 0.0
+        return 1.0 if prompt is not None and out in _message_texts(prompt) else 0.0
     if f" {out} " in f" {src} ":
         return 1.0
     if len(out) > probe:
@@ -95,8 +107,44 @@ def echo_similarity(output: str, prompt: str, ngram: int = 3, probe: int = 30,
         probes = (out[:probe], out[mid - probe // 2: mid + probe // 2], out[-probe:])
         if not any(p in src for p in probes):
             return 0.0
-    a = _shingles(out.split(), ngram)
-    return len(a & _shingles(src.split(), ngram)) / len(a) if a else 0.0
+    # the output's n-grams are few; searching each in the prompt text is cheaper than
+    # building the prompt's n-gram set, which may be long
+    grams = _ngrams(out.split(), ngram)
+    padded = f" {src} "
+    return sum(f" {g} " in padded for g in grams) / len(grams) if grams else 0.0
+
+
+def echo_similarities(outputs: pa.Array | pa.ChunkedArray,
+                      prompts: list[pa.Array | pa.ChunkedArray], ngram: int = 3,
+                      probe: int = 30, min_words: int = 3) -> list[float | None]:
+    """:func:`echo_similarity` of each output against each prompt column (the highest
+    wins); null for a null output. Normalisation runs once per column, vectorised; only the
+    containment tests run per row."""
+    outs = normalise(outputs).to_pylist()
+    missing = pc.is_null(outputs).to_pylist()
+    best: list[float | None] = [None if m else 0.0 for m in missing]
+    for prompt in prompts:
+        srcs, raws = normalise(prompt).to_pylist(), prompt.to_pylist()
+        for i, (out, src) in enumerate(zip(outs, srcs, strict=True)):
+            if out and src:
+                value = _similarity(out, src, raws[i], ngram, probe, min_words)
+                if value > best[i]:  # type: ignore[operator]
+                    best[i] = value
+    return best
+
+
+def echo_similarity(output: str, prompt: str, ngram: int = 3, probe: int = 30,
+                    min_words: int = 3) -> float:
+    """Share of the output's word n-grams that also occur in the prompt (1.0: every part of
+    the output is copied from the prompt). Both sides are normalised to lower-case words;
+    JSON cells (chat messages, structured answers) contribute their text, not their keys.
+    An output of fewer than ``min_words`` words ("yes", a label the prompt lists) scores 1.0
+    only when it is the whole prompt or one whole message of it, else 0. Three probes
+    (start, middle, end of the output) gate the full comparison: when none of them occurs
+    in the prompt, the output copies no long span of it and scores 0."""
+    value = echo_similarities(pa.array([output], pa.string()), [pa.array([prompt], pa.string())],
+                              ngram, probe, min_words)[0]
+    return value or 0.0
 
 
 class PromptEchoJudge:
@@ -115,16 +163,9 @@ class PromptEchoJudge:
     def judge(self, batch: pa.Table) -> pa.Table:
         """One judgment per record; a null output is an error judgment (nothing to compare)."""
         cfg = self.config
-        outputs = batch.column("output").to_pylist()
-        sources = [batch.column(c).to_pylist() for c in cfg.against]
-        values: list[float | None] = []
-        for i, out in enumerate(outputs):
-            if out is None:
-                values.append(None)
-                continue
-            values.append(max((echo_similarity(out, s[i], cfg.ngram, cfg.probe_chars,
-                                               cfg.min_words)
-                               for s in sources if s[i]), default=0.0))
+        values = echo_similarities(batch.column("output"),
+                                   [batch.column(c) for c in cfg.against], cfg.ngram,
+                                   cfg.probe_chars, cfg.min_words)
         passed = [None if v is None else v < cfg.threshold for v in values]
         return verdicts(batch.column("record_id"), passed, value=values,
                         labels=[None if p is None else "no_echo" if p else "echo"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.judges._det import parse_json, verdicts
 
@@ -26,6 +27,7 @@ _STDERR_KEYS = ("stderr", "std_err", "error_output")
 _TOOL_ROLES = ("tool", "function", "ipython")
 _MAX_DEPTH = 6
 _SOURCES = ("context", "input")
+_TOOL_ROLE_HINT = r'"role"\s*:\s*"(tool|function|ipython)"'
 DEFAULT_ACK = (r"(?i)\b(error|errors|fail|failed|failure|failing|non-zero|nonzero|exit code|"
                r"exit status|stderr|did not work|didn't work|unsuccessful|not succeed)\b")
 
@@ -153,11 +155,31 @@ class ToolSuccessMismatchJudge:
             return "acknowledged", details
         return "mismatch", details
 
+    def classify_table(self, table: pa.Table) -> list[tuple[str, dict[str, Any]]]:
+        """:meth:`classify` for every record; a vectorised test first finds the records
+        that can hold tool results at all, and only those are parsed."""
+        sources = list(self.config.sources)
+        n = table.num_rows
+        maybe = pa.array([False] * n)
+        if "context" in sources:
+            maybe = pc.or_(maybe, pc.fill_null(pc.greater(
+                pc.list_value_length(table.column("context")), 0), False))
+        if "input" in sources:
+            maybe = pc.or_(maybe, pc.fill_null(
+                pc.match_substring_regex(table.column("input"), _TOOL_ROLE_HINT), False))
+        idx = pc.indices_nonzero(maybe)
+        rows: list[tuple[str, dict[str, Any]]] = [("no_tool_results", {})] * n
+        if len(idx):
+            picked = table.select(["context", "input", "output"]).take(idx)
+            for i, c, inp, out in zip(idx.to_pylist(), picked.column("context").to_pylist(),
+                                      picked.column("input").to_pylist(),
+                                      picked.column("output").to_pylist(), strict=True):
+                rows[i] = self.classify(c, inp, out)
+        return rows
+
     def judge(self, table: pa.Table) -> pa.Table:
         """One judgment per record."""
-        rows = [self.classify(c, i, o) for c, i, o in zip(
-            table.column("context").to_pylist(), table.column("input").to_pylist(),
-            table.column("output").to_pylist(), strict=True)]
+        rows = self.classify_table(table)
         labels = [r[0] for r in rows]
         na = [lb == "no_tool_results" for lb in labels]
         return verdicts(
