@@ -127,7 +127,6 @@ class Engine:
         self.concurrency = 0
         self.rpm: TokenBucket | None = None
         self.tpm: TokenBucket | None = None
-        self.calls = 0  # model calls made by this process (cache hits excluded)
         self._transport: AiohttpTransport | LitellmTransport | None = None
         self._sem: asyncio.Semaphore | None = None
         self._sem_loop: asyncio.AbstractEventLoop | None = None
@@ -180,8 +179,9 @@ class Engine:
     async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any],
                        parse: Parser, policy: CallPolicy) -> CallResult:
         """Ask the model, parse its answer with ``parse`` (which raises :class:`ParseError`
-        on a bad answer), and return the parsed value with its accounting. Never raises for
-        a failed call: the error is in the result."""
+        on a bad answer), and return the parsed value with its accounting. A failed call is
+        not raised but returned (``error`` set, no value); only a misconfiguration no retry
+        can fix (a missing API key) raises :class:`EvalkitError`."""
         t0 = time.perf_counter()
         ep = self.endpoint
         key = cache_key(ep.model, ep.api_base, messages, params)
@@ -256,7 +256,6 @@ class Engine:
             if self.tpm is not None:
                 reserved = approx_tokens(messages) + int(params.get("max_tokens") or 256)
                 await self.tpm.acquire(reserved)
-            self.calls += 1
             # both transports enforce the timeout themselves (an outer wait_for costs a task
             # per call, measurable at hundreds of calls per second)
             completion = await transport.complete(messages, params, policy.timeout_s)
