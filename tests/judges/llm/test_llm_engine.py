@@ -265,3 +265,16 @@ def test_progress_bar_on_a_terminal(ctx, fake_llm, capsys, monkeypatch):
           records(ROW, {**ROW, "output": "Lyon."}, {**ROW, "output": "Nice."}))
     err = capsys.readouterr().err
     assert "halluc_judge" in err and "3/3" in err and "errors 1" in err and "$0.0" in err
+
+
+def test_retry_after_forms():
+    from email.utils import formatdate
+
+    from evalkit.judges.llm._transport import retry_after_seconds
+
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    in_ten = retry_after_seconds({"retry-after": formatdate(time.time() + 10, usegmt=True)})
+    assert 8 <= in_ten <= 10
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds(None) is None
