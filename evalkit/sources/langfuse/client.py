@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import os
 import random
 import time
@@ -20,6 +21,10 @@ from evalkit.errors import SourceError
 PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
 SECRET_KEY_ENV = "LANGFUSE_SECRET_KEY"
 HOST_ENV = "LANGFUSE_HOST"
+
+# httpx logs every request at INFO, which the runner's logging would print: one line per page
+if logging.getLogger("httpx").level == logging.NOTSET:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 # 524 is Cloudflare's proxy timeout in front of Langfuse Cloud
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 524})
