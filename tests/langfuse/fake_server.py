@@ -431,7 +431,15 @@ class FakeLangfuse:
         start = parse(q["fromTimestamp"]) if q.get("fromTimestamp") else None
         end = parse(q["toTimestamp"]) if q.get("toTimestamp") else None
         tags = set(q.get("tags", []))
-        items = [t for t in self.traces.values()
+        if q.get("filter"):  # `filter` replaces every simple parameter
+            conds = json.loads(q["filter"])
+            items = [t for t in self.traces.values() if all(_cond(c, t, t) for c in conds)]
+            start = end = None
+            tags = set()
+            q = {}
+        else:
+            items = list(self.traces.values())
+        items = [t for t in items
                  if (start is None or parse(t["timestamp"]) >= start)
                  and (end is None or parse(t["timestamp"]) < end)
                  and (not q.get("name") or t.get("name") == q["name"])

@@ -29,16 +29,21 @@ def test_records_map_the_same_on_both_generations(fake_v3: FakeLangfuse,
     assert (v3.fingerprint["api"], v4.fingerprint["api"]) == ("v3", "v4")
     a, b = v3.by_id(), v4.by_id()
     assert a.keys() == b.keys() == fake_v3.info["kinds"].keys()  # type: ignore[attr-defined]
-    # what only v2 carries: the trace's session and tags (v1 observations lack them), and
-    # metadata values over 200 characters, which v2 truncates unless expandMetadata names them
-    only_v2 = ("metadata", "tags", "session_id")
     for rid, rec in a.items():
         other = b[rid]
-        assert {k: v for k, v in rec.items() if k not in only_v2} == \
-            {k: v for k, v in other.items() if k not in only_v2}, rid
-        assert json.loads(rec["metadata"])["name"] == "llm-call"
-        assert rec["session_id"] is None and other["session_id"].startswith("sess-")
-        assert rec["tags"] is None and "prod" in other["tags"]
+        assert {k: v for k, v in rec.items() if k != "metadata"} == \
+            {k: v for k, v in other.items() if k != "metadata"}, rid
+        assert rec["session_id"].startswith("sess-") and "prod" in rec["tags"]
+        meta_v3, meta_v4 = json.loads(rec["metadata"]), json.loads(other["metadata"])
+        # v2 truncates metadata values to 200 characters unless expandMetadata names them
+        assert len(meta_v3["metadata"].pop("note")) == 250
+        assert len(meta_v4["metadata"].pop("note")) == 200
+        assert meta_v3 == meta_v4 and meta_v3["trace_name"] == "support-agent"
+    # v1 observations lack their trace's session and tags: the source looks the traces up
+    lookups = [q for _, p, q in fake_v3.requests if p == "/api/public/traces"]
+    assert lookups and all("filter" in q for q in lookups)
+    plain = read_all(tmp_path / "c", host=fake_v3.url, trace_context=False).by_id()
+    assert all(r["session_id"] is None and r["tags"] is None for r in plain.values())
 
 
 def test_mapping_feeds_pipeline_failure(fake: FakeLangfuse, tmp_path: Path) -> None:

@@ -80,6 +80,7 @@ class LangfuseSourceConfig:
     resolve_retry_s: float = 5.0  # wait this long and look again for ids not found (lag)
     fields: dict[str, str] = field(default_factory=dict)  # record column -> path in the object
     expand_metadata: list[str] = field(default_factory=list)  # v4: metadata keys kept whole
+    trace_context: bool = True  # v3: look up each observation's trace (session, user, tags)
     page_size: int | None = None  # items per request; default the endpoint's maximum
     concurrency: int = 8  # requests in flight
     shards: int | None = None  # window slices read in parallel on v4; default concurrency
@@ -328,9 +329,10 @@ class _Reader:
         self.columns = pa.schema([])  # set once the API generation is known
         self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,
                        "scores_read": 0, "scores_imported": 0, "scores_out_of_scope": 0,
-                       "resolved_by_id": 0, "unresolved": 0}
+                       "resolved_by_id": 0, "unresolved": 0, "trace_context_missing": 0}
         self._last_progress = time.monotonic()
         self._page_rejects: list[list[Any]] | None = None
+        self.traces: dict[str, dict[str, Any]] = {}  # v3: trace context by trace id
         self.client: LangfuseClient | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -539,6 +541,8 @@ class _Reader:
 
     async def _page(self, st: _Stream, page: int) -> None:
         items = await self._range(st, (page - 1) * st.limit, page * st.limit, st.limit)
+        if st.kind == "records":
+            await self._add_trace_context(items)
         self._on_page(st, items, page, f"GET {st.path} page {page}")
         st.pages_done.append(page)
         self._save(st)
@@ -750,6 +754,7 @@ class _Reader:
             else:
                 self.counts["scores_out_of_scope"] += len(targets.pop(obs_id))
         if in_scope:
+            await self._add_trace_context(in_scope)
             table = self._records(in_scope, "observation by id", as_trace=False,
                                   extra={"resolved_by_id": True})
             self.counts["resolved_by_id"] += table.num_rows
@@ -780,6 +785,43 @@ class _Reader:
 
             await _all(one(i) for i in ids)
         return found
+
+    async def _add_trace_context(self, items: list[Any]) -> None:
+        """v1 observations lack their trace's session, user, tags and name (v2 has them):
+        fetch the traces they belong to, 100 per request, and copy those fields in."""
+        if self.src.api != "v3" or self.cfg.read != "observations" or \
+                not self.cfg.trace_context:
+            return
+        assert self.client is not None
+        client = self.client
+        wanted = sorted({o["traceId"] for o in items if isinstance(o, dict)
+                         and isinstance(o.get("traceId"), str)} - self.traces.keys())
+
+        async def batch(ids: list[str]) -> None:
+            try:
+                body = await client.get(f"{_P}/traces", {
+                    "fields": "core", "limit": len(ids), "page": 1,
+                    "filter": json.dumps([{"type": "stringOptions", "column": "id",
+                                           "operator": "any of", "value": ids}])})
+            except TooHeavy:
+                if len(ids) == 1:
+                    self.counts["trace_context_missing"] += 1
+                    return
+                half = len(ids) // 2
+                await _all((batch(ids[:half]), batch(ids[half:])))
+                return
+            for trace in _data(body, "/traces"):
+                if isinstance(trace, Mapping) and trace.get("id") in ids:
+                    self.traces[trace["id"]] = {
+                        "sessionId": trace.get("sessionId"), "userId": trace.get("userId"),
+                        "tags": trace.get("tags"), "traceName": trace.get("name")}
+
+        await _all(batch(wanted[i:i + PAGE_LIMIT]) for i in range(0, len(wanted), PAGE_LIMIT))
+        for obs in items:
+            context = self.traces.get(obs.get("traceId")) if isinstance(obs, dict) else None
+            if context:
+                for key, value in context.items():
+                    obs.setdefault(key, value)
 
     def _matches(self, obs: Mapping[str, Any]) -> bool:
         """Whether an observation fetched by id passes the filters it can be checked on."""
