@@ -1,8 +1,10 @@
 import math
 
+import numpy as np
 import pytest
 
 from evalkit.metrics._judged import JudgeMetricConfig
+from evalkit.metrics._stats import bootstrap_ci, bootstrap_ci_bounded
 from evalkit.metrics.mean import MeanMetric
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
 from evalkit.results.writer import write_parquet
@@ -90,3 +92,14 @@ def test_skipped_judge_note_and_unknown_judge(tmp_path):
     assert missing["value"] is None
     assert "no judgments from judge 'nope'" in missing["details"]["undefined"]
     assert not math.isnan(rows[("e", "all")]["value"])
+
+
+def test_bounded_bootstrap_matches_the_plain_one_and_bounds_memory():
+    values = np.random.default_rng(1).random(500)
+    # with room for every resample at once, the draws (and so the interval) are identical
+    assert bootstrap_ci_bounded(values) == bootstrap_ci(values)
+    # drawn in chunks of 2 resamples, the interval is still a ~95% interval of the mean
+    lo, hi = bootstrap_ci_bounded(values, max_cells=1000)
+    assert lo < values.mean() < hi and hi - lo < 0.1
+    assert bootstrap_ci_bounded(values[:1]) == (None, None)
+    assert bootstrap_ci_bounded(values, n_boot=0) == (None, None)
