@@ -1,4 +1,4 @@
-"""``correctness_llm``: is the output a correct answer, judged against the record's reference
+"""``correctness``: is the output a correct answer, judged against the record's reference
 answer? Records without a reference are skipped (there is nothing to judge against)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``hallucination_llm``: one call per record, a graded (0-1) or binary hallucination rubric
+"""``hallucination``: one call per record, a graded (0-1) or binary hallucination rubric
 in the style of hosted evaluators (Langfuse's, for one), so that it can be compared with the
 claim-by-claim ``qag_faithfulness`` judge on the same records. Higher is worse."""
 

@@ -161,7 +161,7 @@ def test_qag_incomplete_answers_are_an_error(ctx, fake_llm):
     assert row["details"]["claims"][1]["claim"] == "Bananas orbit Jupiter weekly"
 
 
-# --- hallucination_llm, correctness_llm ------------------------------------------------------
+# --- hallucination, correctness ------------------------------------------------------------
 
 def test_hallucination_graded_and_binary(ctx, fake_llm):
     graded = judge(make(HallucinationLlmJudge, ctx, fake_llm),
