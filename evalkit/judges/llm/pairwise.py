@@ -1,6 +1,11 @@
 """``pairwise``: which of two outputs for the same input is better? Each record is judged
 twice with the two outputs in swapped positions; the verdicts are combined, and when the two
-orders disagree the record is labelled ``inconsistent`` (the judge's position bias is data)."""
+orders disagree the record is labelled ``inconsistent`` (the judge's position bias is data).
+
+The two outputs are two columns of one record (``candidate: output``, ``baseline:
+final_output`` or ``reference``), or, with ``pair_by``, the outputs of two models' records
+that share a column (``pair_by: input``, ``candidate_model``, ``baseline_model``): the
+judgment lands on the candidate's record and the baseline's records are skipped."""
 
 from __future__ import annotations
 
@@ -30,9 +35,21 @@ class PairwiseConfig(LlmJudgeConfig):
     candidate: str = "output"  # record column holding the output under evaluation
     baseline: str = "reference"  # record column holding the output it is compared with
     criteria: str = "which response fulfils the input better: correct, complete, helpful"
+    pair_by: str | None = None  # pair two models' records sharing this column (e.g. input)
+    candidate_model: str | None = None  # with pair_by: the model under evaluation
+    baseline_model: str | None = None  # with pair_by: the model it is compared with
 
     def validate(self) -> None:
         super().validate()
+        if self.pair_by is not None:
+            if self.pair_by not in TEXT_COLUMNS:
+                raise ValueError(f"pair_by: '{self.pair_by}' is not a text record column; "
+                                 f"choose from {', '.join(TEXT_COLUMNS)}")
+            if not self.candidate_model or not self.baseline_model \
+                    or self.candidate_model == self.baseline_model:
+                raise ValueError("pair_by needs candidate_model and baseline_model, two "
+                                 "different values of the records' model column")
+            return
         for key in ("candidate", "baseline"):
             if getattr(self, key) not in TEXT_COLUMNS:
                 raise ValueError(f"{key}: '{getattr(self, key)}' is not a text record column; "
@@ -55,23 +72,56 @@ class PairwiseJudge(LlmJudge):
     output_tokens_per_call = 80
 
     def wanted_columns(self) -> tuple[str, ...]:
-        return ("record_id", "input", self.config.candidate, self.config.baseline)
+        cfg = self.config
+        if cfg.pair_by is not None:
+            return ("record_id", "input", "model", "output", cfg.pair_by)
+        return ("record_id", "input", cfg.candidate, cfg.baseline)
+
+    def _records(self, table: Any) -> list[dict[str, Any]]:
+        """Records with the two outputs to compare attached (``_candidate``, ``_baseline``)."""
+        rows = super()._records(table)
+        cfg = self.config
+        if cfg.pair_by is None:
+            for row in rows:
+                row["_candidate"], row["_baseline"] = row.get(cfg.candidate), row.get(
+                    cfg.baseline)
+            return rows
+        baselines: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            if row.get("model") == cfg.baseline_model and row.get(cfg.pair_by) is not None:
+                baselines.setdefault(row[cfg.pair_by], row)
+        for row in rows:
+            row["_candidate"] = row.get("output")
+            if row.get("model") == cfg.candidate_model:
+                base = baselines.get(row.get(cfg.pair_by))
+                row["_baseline"] = base["output"] if base else None
+                row["_baseline_id"] = base["record_id"] if base else None
+        return rows
 
     def skip_reason(self, record: dict[str, Any]) -> str | None:
-        for key in ("candidate", "baseline"):
-            column = getattr(self.config, key)
-            if not (record.get(column) or "").strip():
-                return f"no {key} output to compare ({column} is empty)"
+        cfg = self.config
+        if cfg.pair_by is not None:
+            model = record.get("model")
+            if model == cfg.baseline_model:
+                return "the baseline side of a pairwise comparison (judged on the " \
+                       f"{cfg.candidate_model} record)"
+            if model != cfg.candidate_model:
+                return f"model {model!r} is neither candidate_model nor baseline_model"
+            if record.get("_baseline_id") is None:
+                return f"no {cfg.baseline_model} record with the same {cfg.pair_by} in " \
+                       "this batch"
+        for side in ("candidate", "baseline"):
+            if not (record.get(f"_{side}") or "").strip():
+                return f"no {side} output to compare (it is empty)"
         return None
 
     def messages(self, record: dict[str, Any], candidate_first: bool) -> list[dict[str, str]]:
-        a, b = self.config.candidate, self.config.baseline
+        a, b = record["_candidate"], record["_baseline"]
         if not candidate_first:
             a, b = b, a
         return P.messages(P.system(TASK.format(criteria=self.config.criteria), FORMAT),
                           P.block("input", record.get("input")),
-                          P.block("response_a", record.get(a)),
-                          P.block("response_b", record.get(b)))
+                          P.block("response_a", a), P.block("response_b", b))
 
     def planned_calls(self, record: dict[str, Any]) -> list[Call]:
         return [Call(self.messages(record, first), _parse, "preference", SCHEMA)
@@ -108,4 +158,5 @@ class PairwiseJudge(LlmJudge):
                                                 "reasoning": results[0].value[1]},
                             "baseline_first": {"winner": verdicts[1],
                                                "reasoning": results[1].value[1]},
-                            "orders_agree": agree, "position_bias": bias}}
+                            "orders_agree": agree, "position_bias": bias,
+                            "baseline_record_id": record.get("_baseline_id")}}

@@ -277,3 +277,30 @@ def test_classify_failure_modes_for_the_deterministic_judge(ctx, fake_llm):
     assert [r["label"] for r in rows] == ["pipeline_failure", "other"]
     with pytest.raises(ValueError, match="records"):
         asyncio.run(classify_failure_modes(table, ctx, model="m", records="some"))
+
+
+def test_pairwise_pairs_two_models_records_by_input(ctx, fake_llm):
+    def longer_wins(body):
+        user = body["messages"][1]["content"]
+        a = user.split("<response_a>\n")[1].split("\n</response_a>")[0]
+        b = user.split("<response_b>\n")[1].split("\n</response_b>")[0]
+        return json.dumps({"reasoning": "longer", "winner": "A" if len(a) > len(b) else "B"})
+
+    fake_llm.answer = longer_wins
+    table = records({"input": "q1", "model": "big", "output": "a thorough answer"},
+                    {"input": "q1", "model": "small", "output": "short"},
+                    {"input": "q2", "model": "big", "output": "x"},
+                    {"input": "q3", "model": "small", "output": "alone"},
+                    {"input": "q1", "model": "other", "output": "?"})
+    j = make(PairwiseJudge, ctx, fake_llm, pair_by="input", candidate_model="big",
+             baseline_model="small")
+    rows = judge(j, table)
+    assert (rows[0]["label"], rows[0]["value"]) == ("candidate", 1.0)
+    assert rows[0]["details"]["baseline_record_id"] == "r1"
+    assert [r["status"] for r in rows[1:]] == ["skipped"] * 4
+    assert "baseline side" in rows[1]["explanation"]
+    assert "no small record with the same input" in rows[2]["explanation"]
+    assert "neither candidate_model nor baseline_model" in rows[4]["explanation"]
+    assert len(fake_llm.requests) == 2
+    with pytest.raises(ValueError, match="candidate_model and baseline_model"):
+        PairwiseJudge.Config(model="m", pair_by="input", candidate_model="big").validate()
