@@ -1,7 +1,8 @@
 """Reading 50,000 observations from a fake Langfuse that takes 100 ms per request.
 
 The limit set by page size, latency and concurrency is ``ceil(requests / concurrency) ×
-latency`` with ``requests = ceil(N / page size)``; the target is to finish within 1.5× it.
+latency`` with ``requests = ceil(N / page size)`` (twice that on v3 with trace context: one
+trace lookup per page); the target is to finish within 1.5× it.
 The fake server runs in its own process (``tests/langfuse/fake_server.py``) with every
 observation rendered beforehand, so its CPU competes as little as possible with the reader's.
 Prints, for each API generation (v4: cursor pages of 1000 over window shards; v3: pages of
@@ -40,12 +41,14 @@ def _serve(generation: str, n: int, latency: float) -> tuple[subprocess.Popen[st
     return proc, f"http://127.0.0.1:{line[1]}"
 
 
-def _read(url: str, concurrency: int, work: Path) -> tuple[float, int, dict]:
+def _read(url: str, concurrency: int, work: Path, **options: object
+          ) -> tuple[float, int, dict]:
     from evalkit.context import RunContext
     from evalkit.sources.langfuse import LangfuseSource, LangfuseSourceConfig
 
     cfg = LangfuseSourceConfig(host=url, from_time=START, to_time=END, concurrency=concurrency,
-                               import_scores=False, progress=False, resume=False)
+                               import_scores=False, progress=False, resume=False,
+                               **options)  # type: ignore[arg-type]
     cfg.validate()
     ctx = RunContext(run_id="bench", experiment="bench", run_dir=work / "run",
                      runs_dir=work / "runs", cache_dir=work / "cache")
@@ -61,26 +64,36 @@ def main() -> None:
     parser.add_argument("--latencies", default="0.1,0.5,0.001",
                         help="seconds per request, comma-separated")
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--generations", default="v4,v3")
+    parser.add_argument("--page-size", type=int, default=None,
+                        help="source.page_size (default: each endpoint's maximum)")
+    parser.add_argument("--cases", default="v4,v3,v3-no-trace-context",
+                        help="v4, v3 (with the trace lookups v1 observations need for "
+                        "sessions and tags: one per page), v3-no-trace-context")
     args = parser.parse_args()
     os.environ.update(LANGFUSE_PUBLIC_KEY="pk-lf-test", LANGFUSE_SECRET_KEY="sk-lf-test-secret")
     print(f"{args.observations:,} observations, concurrency {args.concurrency}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    for generation in args.generations.split(","):
-        page = 1000 if generation == "v4" else 100
+    for case in args.cases.split(","):
+        generation = case[:2]
+        options: dict[str, object] = {"page_size": args.page_size}
+        if case.endswith("no-trace-context"):
+            options["trace_context"] = False
+        page = min(args.page_size or 1000, 1000 if generation == "v4" else 100)
         requests = math.ceil(args.observations / page)
+        if generation == "v3" and "trace_context" not in options:
+            requests *= 2  # a trace lookup per page of observations
         for latency in (float(x) for x in args.latencies.split(",")):
             limit = math.ceil(requests / args.concurrency) * latency
             proc, url = _serve(generation, args.observations, latency)
             try:
                 with tempfile.TemporaryDirectory() as tmp:
-                    seconds, rows, stats = _read(url, args.concurrency, Path(tmp))
+                    seconds, rows, stats = _read(url, args.concurrency, Path(tmp), **options)
             finally:
                 proc.terminate()
                 proc.wait()
             assert rows == args.observations, f"read {rows} rows, expected {args.observations}"
-            print(f"{generation} {latency * 1000:6.0f} ms/request: {rows:,} records in "
-                  f"{seconds:.2f} s ({stats['requests']} requests of {page}); limit "
+            print(f"{case} {latency * 1000:.0f} ms/request: {rows:,} records in "
+                  f"{seconds:.2f} s ({stats['requests']} requests, pages of {page}); limit "
                   f"{limit:.2f} s; ratio {seconds / limit:.2f} (target <= 1.5); "
                   f"{rows / seconds:,.0f} records/s")
 
