@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.metrics._stats import SLICEABLE, bootstrap_ci_bounded
+from evalkit.metrics._judged import mean_ci
+from evalkit.metrics._stats import SLICEABLE
 
 _OF = ("flag", "label")
 
@@ -121,8 +122,7 @@ class CrosstabMetric:
             n_scored = int(scored.sum())
             for cat in cats:
                 hits = (category[scored] == cat).astype(float)
-                lo, hi = bootstrap_ci_bounded(hits, n_boot=cfg.n_boot, seed=cfg.seed,
-                                              confidence=cfg.confidence)
+                lo, hi, _ = mean_ci(hits, cfg.n_boot, cfg.seed, cfg.confidence)
                 rows.append({
                     "metric": f"{self.name}.{cat}", "slice": label,
                     "value": float(hits.mean()) if n_scored else None,

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from evalkit.metrics._judged import JudgeMetricConfig
+from evalkit.metrics._judged import JudgeMetricConfig, mean_ci
 from evalkit.metrics._stats import bootstrap_ci, bootstrap_ci_bounded
 from evalkit.metrics.mean import MeanMetric
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
@@ -103,3 +103,18 @@ def test_bounded_bootstrap_matches_the_plain_one_and_bounds_memory():
     assert lo < values.mean() < hi and hi - lo < 0.1
     assert bootstrap_ci_bounded(values[:1]) == (None, None)
     assert bootstrap_ci_bounded(values, n_boot=0) == (None, None)
+
+
+def test_mean_ci_methods_agree_with_resampling_records():
+    rng = np.random.default_rng(3)
+    flags = (rng.random(2000) < 0.3).astype(float)  # two levels: multinomial draws
+    lo, hi, method = mean_ci(flags, 2000, 0, 0.95)
+    ref = bootstrap_ci(flags, n_boot=2000)
+    assert method == "bootstrap"
+    assert lo == pytest.approx(ref[0], abs=0.006) and hi == pytest.approx(ref[1], abs=0.006)
+    scores = rng.random(30_000)  # many levels, many records: the normal interval
+    lo, hi, method = mean_ci(scores, 1000, 0, 0.95)
+    ref = bootstrap_ci_bounded(scores, n_boot=1000)
+    assert method == "normal"
+    assert lo == pytest.approx(ref[0], abs=0.001) and hi == pytest.approx(ref[1], abs=0.001)
+    assert mean_ci(scores[:1], 1000, 0, 0.95) == (None, None, None)
