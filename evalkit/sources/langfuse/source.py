@@ -202,23 +202,26 @@ class LangfuseSource:
     # -- identity ---------------------------------------------------------------------------
 
     def _identity(self) -> str:
-        """Host and everything that selects data, except the window."""
+        """Host and the filters that select what is read (not the window): an incremental
+        read continues after the last run with the same identity."""
         cfg = self.config
         ident = {"host": self.host, "read": cfg.read, "types": sorted(cfg.types),
                  "name": cfg.name, "level": cfg.level, "environment": sorted(cfg.environment),
-                 "tags": sorted(cfg.tags), "user_id": cfg.user_id, "session_id": cfg.session_id,
-                 "import_scores": cfg.import_scores, "score_names": sorted(cfg.score_names),
-                 "fields": dict(sorted(cfg.fields.items())),
-                 "expand_metadata": sorted(cfg.expand_metadata)}
+                 "tags": sorted(cfg.tags), "user_id": cfg.user_id, "session_id": cfg.session_id}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def _state_key(self) -> str:
+        """Everything that shapes the read and its spooled pages: progress is only resumed by
+        a read configured the same way."""
         cfg = self.config
-        window = {"identity": self._identity(), "api": cfg.api, "from": cfg.from_time,
-                  "to": cfg.to_time, "last_days": cfg.last_days, "settle_s": cfg.settle_s,
-                  "incremental": cfg.incremental, "page_size": cfg.page_size,
-                  "shards": cfg.shards or cfg.concurrency}
-        return hashlib.sha256(json.dumps(window, sort_keys=True).encode()).hexdigest()[:16]
+        shape = {"identity": self._identity(), "api": cfg.api, "from": cfg.from_time,
+                 "to": cfg.to_time, "last_days": cfg.last_days, "settle_s": cfg.settle_s,
+                 "incremental": cfg.incremental, "page_size": cfg.page_size,
+                 "shards": cfg.shards or cfg.concurrency, "import_scores": cfg.import_scores,
+                 "score_names": sorted(cfg.score_names), "fields": sorted(cfg.fields.items()),
+                 "expand_metadata": sorted(cfg.expand_metadata),
+                 "trace_context": cfg.trace_context}
+        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
     def fingerprint(self) -> dict[str, Any]:
         """Host, API generation, window and filters (never keys), and what the read did."""
