@@ -56,18 +56,19 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
     if rows:
         mt = Table(title="metrics (raw: before filters)", title_justify="left",
                    header_style="bold")
-        for col in ("metric", "slice", "value", "95% CI", "raw", "n", "excluded", "judged",
-                    "unscored"):
+        for col in ("metric", "slice", "value", "95% CI", "raw", "n/excluded/judged/unscored"):
             left = col in ("metric", "slice")
-            mt.add_column(col, justify="left" if left else "right", no_wrap=col != "slice")
+            # long names and slices fold; numbers never do
+            mt.add_column(col, justify="left" if left else "right", no_wrap=not left,
+                          overflow="fold", max_width={"metric": 34, "slice": 26}.get(col))
         for r in rows:
             ci = (f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
                   if r["ci_low"] is not None else "")
-            raw_value = raw.get((r["metric"], r["slice"]), None)
+            key = (r["metric"], r["slice"])
+            counts = "/".join(_num(r[k]) for k in ("n_attempted", "n_excluded", "n_judged",
+                                                      "n_unscored"))
             mt.add_row(r["metric"], r["slice"], _num(r["value"]), ci,
-                       _num(raw_value) if (r["metric"], r["slice"]) in raw else "",
-                       *(_num(r[k]) for k in ("n_attempted", "n_excluded", "n_judged",
-                                             "n_unscored")))
+                       _num(raw[key]) if key in raw else "", counts)
         console.print(mt)
         hidden = sum(1 for r in all_rows if r["slice"] != "all") if not \
             rc.runner.summary_slices else 0

@@ -166,7 +166,11 @@ def _scores_from_list(items: Any, rid: str) -> list[dict[str, Any]]:
     for item in items:
         if not isinstance(item, Mapping) or "name" not in item:
             raise BadValue("each imported score needs a 'name'")
-        row = {"record_id": rid, "judge": str(item["name"]), **_score_value(item.get("value"))}
+        value = item.get("value")
+        if value is None and item.get("label") is None:
+            raise BadValue(f"imported score '{item['name']}' has neither a value nor a label")
+        row = {"record_id": rid, "judge": str(item["name"]),
+               **(_score_value(value) if value is not None else {})}
         comment = item.get("comment", item.get("explanation"))
         if comment is not None:
             row["explanation"] = str(comment)

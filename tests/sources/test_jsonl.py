@@ -112,3 +112,17 @@ def test_fingerprint_changes_with_content(tmp_path: Path, ctx: RunContext) -> No
     _write(path, ['{"output": "b"}'])
     after = JsonlSource("s", FileSourceConfig(path=str(path)), ctx).fingerprint()
     assert before != after and before[str(path)]["bytes"] == 16
+
+
+def test_imported_label_only_score_and_empty_score(tmp_path: Path, ctx: RunContext) -> None:
+    lines = [json.dumps({"id": "a", "output": "x",
+                         "scores": [{"name": "Tone", "value": None, "label": "polite"}]}),
+             json.dumps({"id": "b", "output": "y", "scores": [{"name": "Tone"}]})]
+    cfg = FileSourceConfig(path=str(_write(tmp_path / "s.jsonl", lines)), record_id="id",
+                           scores_list="scores")
+    table = read_all(JsonlSource("s", cfg, ctx))
+    assert table.column("record_id").to_pylist() == ["a"]
+    (imported,) = ctx.imported
+    assert imported.select(["record_id", "judge", "label", "value"]).to_pylist() == \
+        [{"record_id": "a", "judge": "Tone", "label": "polite", "value": None}]
+    assert "neither a value nor a label" in ctx.rejects[0]["reason"]

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from evalkit_refusal import RefusalConfig, RefusalJudge
 
 from evalkit.config import validate_dataclass
 from evalkit.errors import ConfigError
 from evalkit.registry import Registry
-from evalkit_refusal import RefusalConfig, RefusalJudge
 
 
 def test_discovered_from_its_own_distribution() -> None:
