@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.metrics._stats import bootstrap_ci_bounded, check_slice_by, slices
+from evalkit.metrics._stats import check_slice_by, mean_ci, slices
 
 
 @dataclass(frozen=True)
@@ -88,39 +88,6 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
                      "details": {"what": "raw minus filtered: how much the filters moved the "
                                  "number", "by_filter": by_filter}})
     return rows
-
-
-_FEW_DISTINCT = 256
-_NORMAL_ABOVE = 20_000
-
-
-def mean_ci(values: np.ndarray, n_boot: int, seed: int,
-            confidence: float) -> tuple[float | None, float | None, str | None]:
-    """``(low, high, method)``: a percentile-bootstrap interval of the mean, computed in
-    O(``n_boot`` × distinct values) when the values take few distinct levels (flags, labels,
-    Likert scores: resampling n records is drawing multinomial counts of those levels), else
-    by resampling records; above 20,000 records with many distinct values, the normal
-    interval the bootstrap converges to (mean ± z·s/√n)."""
-    n = len(values)
-    if n < 2 or n_boot <= 0:
-        return None, None, None
-    levels, counts = np.unique(values, return_counts=True)
-    if len(levels) <= _FEW_DISTINCT:
-        rng = np.random.default_rng(seed)
-        draws = rng.multinomial(n, counts / n, size=n_boot)
-        means = draws @ levels / n
-        alpha = (1.0 - confidence) / 2
-        lo, hi = np.quantile(means, [alpha, 1 - alpha])
-        return float(lo), float(hi), "bootstrap"
-    if n <= _NORMAL_ABOVE:
-        lo, hi = bootstrap_ci_bounded(values, n_boot=n_boot, seed=seed, confidence=confidence)
-        return lo, hi, "bootstrap"
-    from statistics import NormalDist
-
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    half = z * float(values.std(ddof=1)) / np.sqrt(n)
-    mean = float(values.mean())
-    return mean - half, mean + half, "normal"
 
 
 def _row(metric: str, label: str, values: pa.Array, n: int, n_exc: int, n_unscored: int,

@@ -21,49 +21,6 @@ def check_slice_by(slice_by: list[str]) -> None:
                          f"{', '.join(SLICEABLE)}")
 
 
-NORMAL_APPROX_N = 10_000
-"""From this many values on, the CI of a mean uses the normal approximation: the bootstrap
-percentile interval converges to it, and resampling would cost n × n_boot draws."""
-
-
-def bootstrap_ci(
-    values: np.ndarray,
-    stat: Callable[[np.ndarray], float] = np.mean,
-    n_boot: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> tuple[float | None, float | None]:
-    """Percentile bootstrap interval of ``stat`` over ``values`` (1-D, or 2-D rows resampled
-    together). ``(None, None)`` with fewer than two values or ``n_boot`` = 0. The mean of
-    :data:`NORMAL_APPROX_N` or more values gets the normal-approximation interval."""
-    n = len(values)
-    if n < 2 or n_boot <= 0:
-        return None, None
-    alpha = (1.0 - confidence) / 2
-    if stat is np.mean and values.ndim == 1 and n >= NORMAL_APPROX_N:
-        from statistics import NormalDist
-
-        z = NormalDist().inv_cdf(1 - alpha)
-        mean, half = float(values.mean()), z * float(values.std(ddof=1)) / np.sqrt(n)
-        return float(mean - half), float(mean + half)
-    rng = np.random.default_rng(seed)
-    # resample in blocks so memory stays near 8 MB whatever n and n_boot are
-    block = max(1, 1_000_000 // n)
-    stats: list[np.ndarray] = []
-    for start in range(0, n_boot, block):
-        idx = rng.integers(0, n, size=(min(block, n_boot - start), n))
-        if values.ndim == 1 and stat is np.mean:
-            stats.append(values[idx].mean(axis=1))
-        else:
-            stats.append(np.array([stat(values[i]) for i in idx], dtype=float))
-    flat = np.concatenate(stats)
-    flat = flat[~np.isnan(flat)]
-    if not len(flat):
-        return None, None
-    lo, hi = np.quantile(flat, [alpha, 1 - alpha])
-    return float(lo), float(hi)
-
-
 def slices(table: pa.Table, slice_by: list[str]) -> Iterator[tuple[str, pa.Table]]:
     """``("all", table)``, then ``("col=value", rows)`` for each value of each column in
     ``slice_by`` (null values as ``col=null``)."""
@@ -76,33 +33,72 @@ def slices(table: pa.Table, slice_by: list[str]) -> Iterator[tuple[str, pa.Table
                 pc.fill_null(mask, False))
 
 
-def bootstrap_ci_bounded(
+_FEW_DISTINCT = 256
+_NORMAL_ABOVE = 20_000
+
+
+def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
+            confidence: float = 0.95) -> tuple[float | None, float | None, str | None]:
+    """``(low, high, method)``: a percentile-bootstrap interval of the mean, computed in
+    O(``n_boot`` × distinct values) when the values take few distinct levels (flags, labels,
+    Likert scores: resampling n records is drawing multinomial counts of those levels), else
+    by resampling records; above 20,000 records with many distinct values, the normal
+    interval the bootstrap converges to (mean ± z·s/√n). ``(None, None, None)`` with fewer
+    than two values or ``n_boot`` = 0."""
+    n = len(values)
+    if n < 2 or n_boot <= 0:
+        return None, None, None
+    alpha = (1.0 - confidence) / 2
+    levels, counts = np.unique(values, return_counts=True)
+    if len(levels) <= _FEW_DISTINCT:
+        rng = np.random.default_rng(seed)
+        means = rng.multinomial(n, counts / n, size=n_boot) @ levels / n
+        lo, hi = np.quantile(means, [alpha, 1 - alpha])
+        return float(lo), float(hi), "bootstrap"
+    if n <= _NORMAL_ABOVE:
+        lo, hi = _resampled(values, np.mean, n_boot, seed, alpha)
+        return lo, hi, "bootstrap"
+    from statistics import NormalDist
+
+    half = NormalDist().inv_cdf(1 - alpha) * float(values.std(ddof=1)) / np.sqrt(n)
+    mean = float(values.mean())
+    return mean - half, mean + half, "normal"
+
+
+def bootstrap_ci(
     values: np.ndarray,
     stat: Callable[[np.ndarray], float] = np.mean,
     n_boot: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
-    max_cells: int = 4_000_000,
 ) -> tuple[float | None, float | None]:
-    """:func:`bootstrap_ci` with memory bounded by ``max_cells`` resample indices at a time
-    (drawn in chunks of resamples), so a million values do not allocate ``n_boot`` × n
-    indices at once. Same interval definition; ``(None, None)`` under the same conditions."""
-    n = len(values)
-    if n < 2 or n_boot <= 0:
+    """Percentile bootstrap interval of ``stat`` over ``values`` (1-D, or 2-D rows resampled
+    together); the mean of 1-D values goes through :func:`mean_ci`. ``(None, None)`` with
+    fewer than two values or ``n_boot`` = 0."""
+    if stat is np.mean and values.ndim == 1:
+        return mean_ci(values, n_boot, seed, confidence)[:2]
+    if len(values) < 2 or n_boot <= 0:
         return None, None
+    return _resampled(values, stat, n_boot, seed, (1.0 - confidence) / 2)
+
+
+def _resampled(values: np.ndarray, stat: Callable[[np.ndarray], float], n_boot: int,
+               seed: int, alpha: float) -> tuple[float | None, float | None]:
+    """Resample rows ``n_boot`` times, in blocks of at most 4M indices so memory stays
+    bounded whatever n is."""
+    n = len(values)
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_boot, max_cells // n))
+    block = max(1, min(n_boot, 4_000_000 // n))
     stats = []
-    for start in range(0, n_boot, chunk):
-        idx = rng.integers(0, n, size=(min(chunk, n_boot - start), n))
+    for start in range(0, n_boot, block):
+        idx = rng.integers(0, n, size=(min(block, n_boot - start), n))
         if values.ndim == 1 and stat is np.mean:
             stats.append(values[idx].mean(axis=1))
         else:
-            stats.append(np.array([stat(values[i]) for i in idx]))
+            stats.append(np.array([stat(values[i]) for i in idx], dtype=float))
     boot = np.concatenate(stats)
     boot = boot[~np.isnan(boot)]
     if not len(boot):
         return None, None
-    alpha = (1.0 - confidence) / 2
     lo, hi = np.quantile(boot, [alpha, 1 - alpha])
     return float(lo), float(hi)

@@ -11,8 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.metrics._judged import mean_ci
-from evalkit.metrics._stats import SLICEABLE
+from evalkit.metrics._stats import SLICEABLE, mean_ci
 
 _OF = ("flag", "label")
 

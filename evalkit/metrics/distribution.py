@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.metrics._judged import judged_table, mean_ci
-from evalkit.metrics._stats import bootstrap_ci_bounded, check_slice_by, slices
+from evalkit.metrics._judged import judged_table
+from evalkit.metrics._stats import bootstrap_ci, check_slice_by, mean_ci, slices
 from evalkit.results.schemas import RECORDS
 
 _LARGE = 20_000
@@ -122,7 +122,7 @@ class DistributionMetric:
             return lo, hi
         if len(arr) > _LARGE:
             return quantile_ci(arr, 0.5 if suffix == ".p50" else 0.95, boot["confidence"])
-        return bootstrap_ci_bounded(arr, stat, **boot)
+        return bootstrap_ci(arr, stat, **boot)
 
     def _rows(self, label: str, arr: np.ndarray, counts: dict[str, int],
               what: str) -> list[dict[str, Any]]:

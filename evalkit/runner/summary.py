@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,8 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=None if sys.stdout.isatty() else 120)
+    # a pipe gets 120 columns unless COLUMNS says otherwise (rich reads it)
+    console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 120)
     m = result.manifest
     console.print(f"[bold]evalkit[/] · {rc.experiment} · run {result.run_id} "
                   f"({m['duration_s']:.2f} s)")

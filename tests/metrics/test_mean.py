@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from evalkit.metrics._judged import JudgeMetricConfig, mean_ci
-from evalkit.metrics._stats import bootstrap_ci, bootstrap_ci_bounded
+from evalkit.metrics._judged import JudgeMetricConfig
+from evalkit.metrics._stats import _resampled, bootstrap_ci, mean_ci
 from evalkit.metrics.mean import MeanMetric
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
 from evalkit.results.writer import write_parquet
@@ -94,27 +94,28 @@ def test_skipped_judge_note_and_unknown_judge(tmp_path):
     assert not math.isnan(rows[("e", "all")]["value"])
 
 
-def test_bounded_bootstrap_matches_the_plain_one_and_bounds_memory():
+def test_resampling_matches_a_direct_bootstrap_and_degenerate_cases():
     values = np.random.default_rng(1).random(500)
-    # with room for every resample at once, the draws (and so the interval) are identical
-    assert bootstrap_ci_bounded(values) == bootstrap_ci(values)
-    # drawn in chunks of 2 resamples, the interval is still a ~95% interval of the mean
-    lo, hi = bootstrap_ci_bounded(values, max_cells=1000)
-    assert lo < values.mean() < hi and hi - lo < 0.1
-    assert bootstrap_ci_bounded(values[:1]) == (None, None)
-    assert bootstrap_ci_bounded(values, n_boot=0) == (None, None)
+    # the same draws as a direct percentile bootstrap (one block holds every resample)
+    idx = np.random.default_rng(0).integers(0, 500, size=(1000, 500))
+    direct = np.quantile(values[idx].mean(axis=1), [0.025, 0.975])
+    assert _resampled(values, np.mean, 1000, 0, 0.025) == pytest.approx(tuple(direct))
+    assert bootstrap_ci(values[:1]) == (None, None)
+    assert bootstrap_ci(values, n_boot=0) == (None, None)
+    assert bootstrap_ci(values, np.median)[0] < np.median(values) < bootstrap_ci(values,
+                                                                                  np.median)[1]
 
 
 def test_mean_ci_methods_agree_with_resampling_records():
     rng = np.random.default_rng(3)
     flags = (rng.random(2000) < 0.3).astype(float)  # two levels: multinomial draws
     lo, hi, method = mean_ci(flags, 2000, 0, 0.95)
-    ref = bootstrap_ci(flags, n_boot=2000)
+    ref = _resampled(flags, np.mean, 2000, 0, 0.025)
     assert method == "bootstrap"
     assert lo == pytest.approx(ref[0], abs=0.006) and hi == pytest.approx(ref[1], abs=0.006)
     scores = rng.random(30_000)  # many levels, many records: the normal interval
     lo, hi, method = mean_ci(scores, 1000, 0, 0.95)
-    ref = bootstrap_ci_bounded(scores, n_boot=1000)
+    ref = _resampled(scores, np.mean, 1000, 0, 0.025)
     assert method == "normal"
     assert lo == pytest.approx(ref[0], abs=0.001) and hi == pytest.approx(ref[1], abs=0.001)
     assert mean_ci(scores[:1], 1000, 0, 0.95) == (None, None, None)
