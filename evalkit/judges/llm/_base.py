@@ -103,8 +103,8 @@ def failed(record_id: str, results: list[CallResult], step: str,
 
 class LlmJudge:
     """Base of the LLM judges: subclasses set ``Config``, ``columns`` and
-    ``output_tokens_per_call`` and implement ``judge_record`` (and ``skip_reason``,
-    ``planned_calls`` when they differ from one call per record)."""
+    ``output_tokens_per_call``, implement ``judge_record`` and ``planned_calls``, and when
+    they need them ``skip_reason`` and ``prepare``."""
 
     Config: ClassVar[type] = LlmJudgeConfig
     columns: ClassVar[tuple[str, ...]] = ("record_id", "input", "output")
