@@ -37,16 +37,18 @@ def pairs(a: Iterable[Any], b: Iterable[Any] | None = None, human: Iterable[Any]
     """A run where judge ``A`` scored ``a`` and judge ``B`` scored ``b`` (None: no judgment)
     or records carry human labels ``human``, one record per position."""
     a = list(a)
+    b = None if b is None else list(b)
+    human = None if human is None else list(human)
     records, judgments = [], []
     extra = {k: list(v) for k, v in record_fields.items()}
     for i, va in enumerate(a):
         rid = f"r{i:04d}"
         rec: dict[str, Any] = {"record_id": rid, **{k: v[i] for k, v in extra.items()}}
         if human is not None:
-            rec["human_label"] = None if list(human)[i] is None else str(list(human)[i])
+            rec["human_label"] = None if human[i] is None else str(human[i])
         records.append(rec)
         if va is not None:
             judgments.append({"record_id": rid, "judge": "A", "value": float(va)})
-        if b is not None and list(b)[i] is not None:
-            judgments.append({"record_id": rid, "judge": "B", "value": float(list(b)[i])})
+        if b is not None and b[i] is not None:
+            judgments.append({"record_id": rid, "judge": "B", "value": float(b[i])})
     return connect(records, judgments)
