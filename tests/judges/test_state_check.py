@@ -6,6 +6,7 @@ import sqlite3
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from evalkit.errors import ConfigError
@@ -89,3 +90,44 @@ def test_config_and_file_errors(tmp_path, database):
     text.write_text("hello, not a database")
     with pytest.raises(ConfigError, match="neither a SQLite nor a DuckDB"):
         StateCheckJudge("s", StateCheckConfig(database=str(text), query="SELECT 1"), None)
+
+
+def test_task_completion_from_state_checks_through_the_cli(tmp_path):
+    """A user experiment: the state_check judge feeds task_completion, so a claimed booking
+    with no row in the database counts as a failure."""
+    import json
+
+    from tests.conftest import run_cli, run_dirs
+
+    db = tmp_path / "app.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE bookings (session_id TEXT)")
+    con.executemany("INSERT INTO bookings VALUES (?)", [("s1",), ("s3",)])
+    con.commit()
+    con.close()
+    lines = [{"id": f"t{i}", "session_id": f"s{i}", "model": "m",
+              "output": "I've booked your flight."} for i in range(1, 5)]
+    (tmp_path / "turns.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "booking.yaml").write_text(f"""# @package _global_
+defaults:
+  - override /source: jsonl
+experiment: booking
+source:
+  path: turns.jsonl
+  record_id: id
+judges:
+  booked:
+    plugin: state_check
+    database: {db}
+    query: SELECT count(*) > 0 FROM bookings WHERE session_id = $session_id
+metrics:
+  completion:
+    plugin: task_completion
+    outcome: judge:booked:passed
+""")
+    run_cli("run", "+experiment=booking", "runner.summary=false", cwd=tmp_path)
+    (run_dir,) = run_dirs(tmp_path, "booking")
+    metrics = pq.read_table(run_dir / "metrics.parquet").to_pylist()
+    row = next(m for m in metrics if m["metric"] == "completion" and m["slice"] == "all")
+    assert row["value"] == 0.5 and row["n_judged"] == 4
