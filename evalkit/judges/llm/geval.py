@@ -118,7 +118,7 @@ def weighted_score(logprobs: list[dict[str, Any]] | None) -> float | None:
     for token in logprobs:
         text = str(token.get("token", ""))
         key_at = seen.rfind('"score"')
-        if key_at != -1 and ":" in seen[key_at:] and text.strip():
+        if key_at != -1 and ":" in seen[key_at:] and text.strip(' "'):  # "4" may be quoted
             if text.strip() not in {"1", "2", "3", "4", "5"}:
                 return None
             probs = {s: 0.0 for s in range(1, 6)}

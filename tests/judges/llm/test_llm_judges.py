@@ -60,6 +60,8 @@ def test_weighted_score_is_none_without_a_score_token():
     assert weighted_score(None) is None
     assert weighted_score(certain_logprobs('{"reason": "x"}')) is None
     assert weighted_score(certain_logprobs('{"score": 3}')) == pytest.approx(3.0)
+    tokens = [{"token": t, "logprob": 0.0} for t in ('{"', "score", '":', ' "', "2", '"}')]
+    assert weighted_score(tokens) == pytest.approx(2.0)  # a quoted score, no alternatives
 
 
 def test_geval_generates_steps_once_per_rubric_and_caches_them(ctx, fake_llm):
