@@ -53,9 +53,10 @@ def _read(url: str, concurrency: int, work: Path, **options: object
     ctx = RunContext(run_id="bench", experiment="bench", run_dir=work / "run",
                      runs_dir=work / "runs", cache_dir=work / "cache")
     source = LangfuseSource("source", cfg, ctx)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     rows = sum(t.num_rows for t in source.read())
-    return time.perf_counter() - t0, rows, source.fingerprint()["stats"]
+    stats = {**source.fingerprint()["stats"], "cpu_s": time.process_time() - cpu0}
+    return time.perf_counter() - t0, rows, stats
 
 
 def main() -> None:
@@ -95,7 +96,8 @@ def main() -> None:
             print(f"{case} {latency * 1000:.0f} ms/request: {rows:,} records in "
                   f"{seconds:.2f} s ({stats['requests']} requests, pages of {page}); limit "
                   f"{limit:.2f} s; ratio {seconds / limit:.2f} (target <= 1.5); "
-                  f"{rows / seconds:,.0f} records/s")
+                  f"{rows / seconds:,.0f} records/s; reader CPU {stats['cpu_s']:.2f} s "
+                  f"({stats['cpu_s'] / rows * 1e6:.0f} µs/record)")
 
 
 if __name__ == "__main__":
