@@ -41,6 +41,8 @@ OPENAI_COMPATIBLE: dict[str, tuple[str | None, str | None]] = {
     "together_ai": ("https://api.together.xyz/v1", "TOGETHERAI_API_KEY"),
 }
 TRANSPORTS = ("auto", "aiohttp", "litellm")
+# request parameters a judge can do without, in groups dropped together when refused
+OPTIONAL_PARAMS = (("response_format",), ("logprobs", "top_logprobs"))
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class Engine:
         self._sem: asyncio.Semaphore | None = None
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         self._users = 0
+        self.unsupported: set[str] = set()  # optional request parameters the endpoint refused
 
     def constrain(self, concurrency: int, rpm: int | None, tpm: int | None) -> None:
         """Tighten the limits to what a (new) judge asks for."""
@@ -196,9 +199,12 @@ class Engine:
         bad_answers = 0
         while True:
             result.attempts += 1
+            sent = self._supported(params)
             try:
-                completion = await self._call(asked, params, policy)
+                completion = await self._call(asked, sent, policy)
             except CallError as exc:
+                if self._learn_unsupported(exc, sent):
+                    continue  # the endpoint refused an optional parameter: ask without it
                 transient += 1
                 if not exc.retryable or transient > policy.max_retries:
                     result.error = str(exc) if result.attempts == 1 else \
@@ -245,6 +251,24 @@ class Engine:
             return None  # the parser changed since: ask again
         return CallResult(value, hit["text"], None, 0, 0.0, hit.get("input_tokens"),
                           hit.get("output_tokens"), 0.0, cached=True)
+
+    def _supported(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not self.unsupported:
+            return params
+        return {k: v for k, v in params.items() if k not in self.unsupported}
+
+    def _learn_unsupported(self, exc: CallError, sent: dict[str, Any]) -> bool:
+        """True when a 400 names an optional parameter that was ``sent`` and this endpoint
+        does not take (structured output, log-probabilities): later calls leave it out. The
+        prompt still asks for JSON, and G-Eval falls back to the integer score."""
+        if exc.status != 400:
+            return False
+        text = str(exc).lower()
+        refused = [group for group in OPTIONAL_PARAMS
+                   if any(p in sent for p in group) and any(p in text for p in group)]
+        for group in refused:
+            self.unsupported.update(group)
+        return bool(refused)
 
     async def _call(self, messages: list[dict[str, Any]], params: dict[str, Any],
                     policy: CallPolicy) -> Completion:

@@ -278,3 +278,22 @@ def test_retry_after_forms():
     assert 8 <= in_ten <= 10
     assert retry_after_seconds({"retry-after": "soon"}) is None
     assert retry_after_seconds(None) is None
+
+
+def test_an_endpoint_refusing_structured_output_is_asked_without_it(ctx, fake_llm):
+    def refuse(body):
+        if "response_format" in body:
+            return Reply(status=400, body='{"error": {"message": "response_format is not '
+                                          'supported by this model"}}')
+        return Reply()
+
+    fake_llm.push(*[refuse] * 3)
+    j = make(HallucinationLlmJudge, ctx, fake_llm)
+    rows = judge(j, records(ROW, {**ROW, "output": "Lyon."}))
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    sent = [r["body"] for r in fake_llm.requests]
+    assert "response_format" in sent[0] and all("response_format" not in b for b in sent[-2:])
+    assert j.engine.unsupported == {"response_format"}
+    # the answers are cached under the requests as configured: a rerun is free
+    judge(make(HallucinationLlmJudge, ctx, fake_llm), records(ROW, {**ROW, "output": "Lyon."}))
+    assert len(fake_llm.requests) == len(sent)
