@@ -6,8 +6,9 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kind", choices=("sources", "filters", "judges", "metrics"),
-                        help="only this kind")
+    from evalkit.registry import KINDS
+
+    parser.add_argument("--kind", choices=KINDS, help="only this kind")
 
 
 def main(args: argparse.Namespace) -> int:
