@@ -121,8 +121,8 @@ from pathlib import Path
 ctx = RunContext(run_id="c", experiment="c", run_dir=Path("."), runs_dir=Path("."),
                  cache_dir=Path({cache!r}))
 rows = [{{"input": "q", "output": f"answer {{i}}", "context": ["c"]}} for i in range(40)]
-out = judge(make(HallucinationLlmJudge, ctx, None, api_base={url!r}, concurrency=8),
-            records(*rows))
+out = judge(make(HallucinationLlmJudge, ctx, None, api_base={url!r}, concurrency=8,
+                 transport={transport!r}), records(*rows))
 assert all(r["status"] == "ok" for r in out), out
 print(sum(r["origin"] == "cache" for r in out), "litellm" in sys.modules)
 """
@@ -130,7 +130,7 @@ print(sum(r["origin"] == "cache" for r in out), "litellm" in sys.modules)
 
 def test_cache_is_shared_by_concurrent_processes(ctx, fake_llm):
     code = _CHILD.format(here=str(Path(__file__).parent), cache=str(ctx.cache_dir),
-                         url=fake_llm.url)
+                         url=fake_llm.url, transport="aiohttp")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
     children = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
@@ -297,3 +297,15 @@ def test_an_endpoint_refusing_structured_output_is_asked_without_it(ctx, fake_ll
     # the answers are cached under the requests as configured: a rerun is free
     judge(make(HallucinationLlmJudge, ctx, fake_llm), records(ROW, {**ROW, "output": "Lyon."}))
     assert len(fake_llm.requests) == len(sent)
+
+
+def test_a_cached_rerun_through_litellm_never_imports_it(ctx, fake_llm):
+    rows = [{"input": "q", "output": f"answer {i}", "context": ["c"]} for i in range(40)]
+    judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm", concurrency=8),
+          records(*rows))
+    n_before = len(fake_llm.requests)
+    code = _CHILD.format(here=str(Path(__file__).parent), cache=str(ctx.cache_dir),
+                         url=fake_llm.url, transport="litellm")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["40", "False"] and len(fake_llm.requests) == n_before
