@@ -193,11 +193,11 @@ def bootstrap(cols: list[np.ndarray], stats: dict[str, Batch], n_boot: int = 100
     if n < 2 or n_boot <= 0 or not stats:
         return {k: (None, None) for k in stats}
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
     chunk = max(1, 2_000_000 // n)
     results: dict[str, list[np.ndarray]] = {k: [] for k in stats}
     for start in range(0, n_boot, chunk):
-        part = idx[start:start + chunk]
+        # drawn chunk by chunk: n_boot × n indices at once would be gigabytes for large runs
+        part = rng.integers(0, n, size=(min(chunk, n_boot - start), n))
         sampled = [c[part] for c in cols]
         for k, fn in stats.items():
             results[k].append(fn(*sampled))

@@ -34,7 +34,9 @@ def slices(table: pa.Table, slice_by: list[str]) -> Iterator[tuple[str, pa.Table
 
 
 _FEW_DISTINCT = 256
-_NORMAL_ABOVE = 20_000
+LARGE_N = 20_000
+"""Above this many values, intervals come from closed forms (normal for a mean, order
+statistics for a quantile) that the bootstrap converges to, instead of n_boot × n draws."""
 
 
 def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
@@ -55,7 +57,7 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
         means = rng.multinomial(n, counts / n, size=n_boot) @ levels / n
         lo, hi = np.quantile(means, [alpha, 1 - alpha])
         return float(lo), float(hi), "bootstrap"
-    if n <= _NORMAL_ABOVE:
+    if n <= LARGE_N:
         lo, hi = _resampled(values, np.mean, n_boot, seed, alpha)
         return lo, hi, "bootstrap"
     from statistics import NormalDist
@@ -102,3 +104,17 @@ def _resampled(values: np.ndarray, stat: Callable[[np.ndarray], float], n_boot: 
         return None, None
     lo, hi = np.quantile(boot, [alpha, 1 - alpha])
     return float(lo), float(hi)
+
+
+def quantile_ci(values: np.ndarray, q: float, confidence: float) -> tuple[float, float]:
+    """The distribution-free interval of the ``q`` quantile from order statistics, with the
+    normal approximation of the binomial ranks (accurate for the large n it is used for)."""
+    from statistics import NormalDist
+
+    n = len(values)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    half = z * np.sqrt(n * q * (1 - q))
+    ordered = np.sort(values)
+    lo = int(np.clip(np.floor(n * q - half), 0, n - 1))
+    hi = int(np.clip(np.ceil(n * q + half), 0, n - 1))
+    return float(ordered[lo]), float(ordered[hi])

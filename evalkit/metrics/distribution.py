@@ -11,10 +11,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.metrics._judged import judged_table
-from evalkit.metrics._stats import bootstrap_ci, check_slice_by, mean_ci, slices
+from evalkit.metrics._stats import (
+    LARGE_N,
+    bootstrap_ci,
+    check_slice_by,
+    mean_ci,
+    quantile_ci,
+    slices,
+)
 from evalkit.results.schemas import RECORDS
-
-_LARGE = 20_000
 
 
 def _numeric_column(name: str) -> bool:
@@ -44,20 +49,6 @@ class DistributionConfig:
         if self.range is not None and (len(self.range) != 2 or self.range[0] >= self.range[1]):
             raise ValueError(f"range: {list(self.range)} must be [low, high] with low < high")
         check_slice_by(list(self.slice_by))
-
-
-def quantile_ci(values: np.ndarray, q: float, confidence: float) -> tuple[float, float]:
-    """The distribution-free interval of the ``q`` quantile from order statistics, with the
-    normal approximation of the binomial ranks (accurate for the large n it is used for)."""
-    from statistics import NormalDist
-
-    n = len(values)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    half = z * np.sqrt(n * q * (1 - q))
-    ordered = np.sort(values)
-    lo = int(np.clip(np.floor(n * q - half), 0, n - 1))
-    hi = int(np.clip(np.ceil(n * q + half), 0, n - 1))
-    return float(ordered[lo]), float(ordered[hi])
 
 
 def _p95(a: np.ndarray) -> float:
@@ -120,7 +111,7 @@ class DistributionMetric:
         if suffix == "":
             lo, hi, _ = mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"])
             return lo, hi
-        if len(arr) > _LARGE:
+        if len(arr) > LARGE_N:
             return quantile_ci(arr, 0.5 if suffix == ".p50" else 0.95, boot["confidence"])
         return bootstrap_ci(arr, stat, **boot)
 

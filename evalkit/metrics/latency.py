@@ -9,6 +9,7 @@ import numpy as np
 
 from evalkit.metrics._paired import bootstrap
 from evalkit.metrics._signals import SliceConfig, excluded_mask, index_slices, metric_row
+from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_ci
 
 _NUMERIC = ("latency_s", "cost_usd", "input_tokens", "output_tokens", "confidence")
 
@@ -69,8 +70,15 @@ class LatencyMetric:
                                        "include_excluded": cfg.include_excluded}
             if negative[considered].any():
                 details["n_negative_ignored"] = int(negative[considered].sum())
-            cis = bootstrap([v], stats, cfg.n_boot, cfg.seed, cfg.confidence) if len(v) \
-                else {}
+            if len(v) > LARGE_N and cfg.n_boot > 0:
+                # closed forms the bootstrap converges to: O(n log n), not n_boot × n
+                cis = {_stat_name(q): quantile_ci(v, q / 100, cfg.confidence)
+                       for q in cfg.percentiles}
+                cis["mean"] = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)[:2]
+                details["ci_method"] = "order statistics (percentiles), normal (mean)"
+            else:
+                cis = bootstrap([v], stats, cfg.n_boot, cfg.seed, cfg.confidence) if len(v) \
+                    else {}
             for stat, fn in stats.items():
                 value = float(fn(v[None, :])[0]) if len(v) else None
                 rows.append(metric_row(f"{self.name}.{stat}", label, value,

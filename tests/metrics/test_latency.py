@@ -63,3 +63,19 @@ def test_custom_percentiles_column_and_slices():
 def test_config_errors(kw, msg):
     with pytest.raises(ValueError, match=msg):
         LatencyConfig(**kw).validate()
+
+
+def test_large_slices_use_closed_form_intervals_close_to_the_bootstrap():
+    from evalkit.metrics._paired import bootstrap
+
+    x = np.random.default_rng(9).lognormal(0, 1, 25_000)
+    rows = by_metric(run([{"record_id": str(i), "latency_s": v} for i, v in enumerate(x)],
+                         n_boot=200))
+    boot = bootstrap([x], {"p95": lambda v: np.percentile(v, 95, axis=1),
+                           "mean": lambda v: v.mean(axis=1)}, 200, 0, 0.95)
+    for stat in ("p95", "mean"):
+        row = rows[f"lat.{stat}"]
+        assert "order statistics" in row["details"]["ci_method"]
+        width = boot[stat][1] - boot[stat][0]
+        assert row["ci_low"] == pytest.approx(boot[stat][0], abs=width / 4)
+        assert row["ci_high"] == pytest.approx(boot[stat][1], abs=width / 4)
