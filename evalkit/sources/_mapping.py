@@ -24,6 +24,13 @@ from evalkit.results.schemas import RECORDS
 MAPPABLE = [f.name for f in RECORDS if f.name not in ("run_id", "excluded_by", "exclude_reason")]
 
 Getter = Callable[[Any], Any]
+FileRef = tuple[str, str]  # (path as given, file name)
+Where = tuple[FileRef, int]  # (file, line number): formatted only when a row is rejected
+
+
+def location(where: Where) -> str:
+    """``path:line`` for a reject."""
+    return f"{where[0][0]}:{where[1]}"
 
 
 def json_text(value: Any) -> str:
@@ -41,6 +48,17 @@ def getter(path: str) -> Getter:
     if len(parts) == 1:
         key = parts[0]
         return lambda obj: obj.get(key)
+    if len(parts) == 2 and not any(type(p) is int for p in parts):
+        outer, inner = parts
+
+        def get2(obj: Any) -> Any:
+            v = obj.get(outer)
+            if type(v) is dict:
+                return v.get(inner)
+            return get(obj) if type(v) is str else None
+
+    else:
+        get2 = None
 
     def get(obj: Any) -> Any:
         for part in parts:
@@ -59,7 +77,7 @@ def getter(path: str) -> Getter:
                 return None
         return obj
 
-    return get
+    return get2 or get
 
 
 class BadValue(ValueError):
@@ -209,26 +227,24 @@ class RecordBuilder:
             consumed.add(scores_list.split(".")[0])
         self.consumed = frozenset(consumed)
         self.extra_to_metadata = extra_to_metadata and "metadata" not in fields
-        self.seen_ids: dict[str, str] = {}
+        self.seen_ids: dict[str, Where] = {}
         self._reset()
 
     def _reset(self) -> None:
         self.rows: list[dict[str, Any]] = []
-        self.locations: list[str] = []
-        self.default_ids: list[str] = []
+        self.wheres: list[Where] = []
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add(self, obj: Any, location: str, default_id: str) -> None:
-        """One parsed input row; ``location`` (file:line) names it in rejects."""
+    def add(self, obj: Any, where: Where) -> None:
+        """One parsed input row and where it came from (file, line)."""
         if not isinstance(obj, dict):
-            self.ctx.reject(self.source, location,
+            self.ctx.reject(self.source, location(where),
                             f"expected a JSON object, got {type(obj).__name__}", json_text(obj))
             return
         self.rows.append(obj)
-        self.locations.append(location)
-        self.default_ids.append(default_id)
+        self.wheres.append(where)
 
     def flush(self) -> pa.Table | None:
         """The rows gathered so far as one record table (``None`` if none survived)."""
@@ -253,7 +269,9 @@ class RecordBuilder:
                 vals = self._with_extras(vals)
             arrays[col] = self._column(col, vals, bad)
         if "record_id" not in self.getters:
-            arrays["record_id"] = pa.array(self.default_ids, pa.string())
+            # default id: file name and line, stable while the file is unchanged
+            arrays["record_id"] = pa.array([f"{w[0][1]}:{w[1]}" for w in self.wheres],
+                                           pa.string())
         elif "record_id" not in arrays:
             arrays["record_id"] = pa.nulls(n, pa.string())
         for col in self.required:
@@ -273,7 +291,7 @@ class RecordBuilder:
                 continue
             first = self.seen_ids.get(rid)
             if first is not None:
-                bad[i] = f"duplicate record id '{rid}' (first seen at {first})"
+                bad[i] = f"duplicate record id '{rid}' (first seen at {location(first)})"
                 continue
             if self.scores or self.scores_list:
                 try:
@@ -281,12 +299,13 @@ class RecordBuilder:
                 except BadValue as exc:
                     bad[i] = f"imported score: {exc}"
                     continue
-            self.seen_ids[rid] = self.locations[i]
+            self.seen_ids[rid] = self.wheres[i]
         arrays["source"] = pa.array([self.source] * n, pa.string())
         table = pa.table(arrays)
         if bad:
             for i, reason in sorted(bad.items()):
-                self.ctx.reject(self.source, self.locations[i], reason, json_text(rows[i]))
+                self.ctx.reject(self.source, location(self.wheres[i]), reason,
+                                json_text(rows[i]))
             table = table.filter(pa.array([i not in bad for i in range(n)]))
         if imported:
             self.ctx.import_judgments(imported)
@@ -335,10 +354,10 @@ class RecordBuilder:
         return out
 
 
-def batches(builder: RecordBuilder, rows: Iterator[tuple[Any, str, str]],
+def batches(builder: RecordBuilder, rows: Iterator[tuple[Any, Where]],
             batch_size: int) -> Iterator[pa.Table]:
-    """Feed ``(row, location, default_id)`` items to ``builder``; yield a table every
-    ``batch_size`` rows and at the end.
+    """Feed ``(row, where)`` items to ``builder``; yield a table every ``batch_size`` rows and
+    at the end.
 
     The cyclic garbage collector is paused while a batch is parsed: the parsed rows hold no
     cycles, and with tens of thousands of live dicts its passes cost more than the parsing."""
@@ -347,9 +366,10 @@ def batches(builder: RecordBuilder, rows: Iterator[tuple[Any, str, str]],
         gc.disable()
         try:
             done = True
-            for obj, location, default_id in rows:
-                builder.add(obj, location, default_id)
-                if len(builder) >= batch_size:
+            add = builder.add
+            for obj, where in rows:
+                add(obj, where)
+                if len(builder.rows) >= batch_size:
                     done = False
                     break
             table = builder.flush()

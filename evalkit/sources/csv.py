@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from evalkit.context import RunContext
-from evalkit.sources._mapping import batches
+from evalkit.sources._mapping import Where, batches
 from evalkit.sources.jsonl import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
 
@@ -30,8 +30,9 @@ class CsvSource:
     def fingerprint(self) -> dict[str, Any]:
         return fingerprint(self.paths)
 
-    def _rows(self) -> Iterator[tuple[Any, str, str]]:
+    def _rows(self) -> Iterator[tuple[Any, Where]]:
         for path in self.paths:
+            ref = (str(path), path.name)
             with path.open("rb") as raw:
                 text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape",
                                         newline="")
@@ -56,7 +57,7 @@ class CsvSource:
                                         f"(the header's), got {len(cells)}", joined)
                         continue
                     row = {k: (v or None) for k, v in zip(header, cells, strict=True)}
-                    yield row, location, f"{path.name}:{start}"
+                    yield row, (ref, start)
 
     def read(self) -> Iterator[pa.Table]:
         yield from batches(builder_for(self.name, self.config, self.ctx), self._rows(),

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
-from evalkit.sources._mapping import RecordBuilder, batches
+from evalkit.sources._mapping import RecordBuilder, Where, batches
 
 
 @dataclass(frozen=True)
@@ -79,23 +79,22 @@ class JsonlSource:
     def fingerprint(self) -> dict[str, Any]:
         return fingerprint(self.paths)
 
-    def _rows(self) -> Iterator[tuple[Any, str, str]]:
+    def _rows(self) -> Iterator[tuple[Any, Where]]:
         loads = orjson.loads
         for path in self.paths:
             opener = gzip.open if path.suffix == ".gz" else open
-            label = path.name
+            ref = (str(path), path.name)
             with opener(path, "rb") as fh:
                 for lineno, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    location = f"{path}:{lineno}"
                     try:
                         obj = loads(line)
                     except orjson.JSONDecodeError as exc:
-                        self.ctx.reject(self.name, location, _decode_problem(line, exc),
-                                        line.decode("utf-8", "backslashreplace"))
+                        if line.strip():
+                            self.ctx.reject(self.name, f"{path}:{lineno}",
+                                            _decode_problem(line, exc),
+                                            line.decode("utf-8", "backslashreplace"))
                         continue
-                    yield obj, location, f"{label}:{lineno}"
+                    yield obj, (ref, lineno)
 
     def read(self) -> Iterator[pa.Table]:
         yield from batches(builder_for(self.name, self.config, self.ctx), self._rows(),
