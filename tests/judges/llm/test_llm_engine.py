@@ -50,7 +50,7 @@ def test_client_errors_are_not_retried(ctx, fake_llm):
 
 
 def test_timeouts_exhaust_retries_into_an_error(ctx, fake_llm):
-    fake_llm.push(*[Reply(delay=2.0)] * 3)
+    fake_llm.push(*[Reply(delay=0.8)] * 3)
     [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, timeout_s=0.2, max_retries=2),
                   records(ROW))
     assert row["status"] == "error" and row.get("value") is None

@@ -55,7 +55,7 @@ def test_litellm_transport_passes_logprobs_back(ctx, fake_llm):
 
 
 def test_litellm_transport_timeout_is_an_error(ctx, fake_llm):
-    fake_llm.push(Reply(delay=2.0))
+    fake_llm.push(Reply(delay=0.9))
     [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
                        timeout_s=0.3, max_retries=0), records(ROW))
     assert row["status"] == "error" and row.get("value") is None and row["attempts"] == 1
