@@ -4,8 +4,9 @@ Modes: ``pipeline_failure`` (not a completion at all), ``prompt_echo`` (A),
 ``fabricated_tool_api`` (B), ``tool_output_misinterpretation`` (C), ``instruction_skipping``
 (D) and ``other``. The deterministic signals decide first, in that order of precedence:
 pipeline failure, prompt echo, tool success mismatch. B, D and ``other`` need a reading of
-the task, which is the LLM half's job (``evalkit.judges.llm``); until it is wired in,
-records no rule decides are labelled ``undecided`` with the reason in ``details``.
+the task: with ``model`` set, the records no rule decides go to the LLM half
+(:mod:`evalkit.judges.llm.failure_mode`), which picks among all modes; without a model they
+are labelled ``undecided`` with the reason in ``details``.
 
 The judge labels every record it sees; which of them another judge flagged is joined in at
 metric time (``crosstab`` with ``flagged_by``), so one run can break down the flags of any
@@ -13,10 +14,12 @@ number of judges."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.filters.pipeline_failure import PipelineFailureConfig, failure_reasons
 from evalkit.judges._det import verdicts
@@ -38,15 +41,23 @@ class FailureModeConfig:
     echo_threshold: float = 0.9  # prompt-echo similarity at or above which A is assigned
     echo_against: list[str] = field(default_factory=lambda: ["input"])  # columns echoed
     tool_sources: list[str] = field(default_factory=lambda: ["context", "input"])  # tool results
-    model: str | None = None  # LLM for B, D and other (not available yet: leave null)
+    model: str | None = None  # LLM for what no rule decides (B, D, other); null: 'undecided'
+    llm: dict[str, Any] = field(default_factory=dict)  # more failure_mode_llm settings
+
+    def llm_config(self) -> Any:
+        """The :class:`FailureModeLlmConfig` of the LLM half (``model`` set)."""
+        from evalkit.judges.llm.failure_mode import FailureModeLlmConfig
+
+        try:
+            return FailureModeLlmConfig(model=self.model, records="all", **self.llm)
+        except TypeError as exc:
+            raise ValueError(f"llm: {exc} (see `failure_mode_llm`'s settings)") from None
 
     def validate(self) -> None:
+        if self.model is None and self.llm:
+            raise ValueError("llm: settings for the LLM half need model too (model=...)")
         if self.model is not None:
-            raise ValueError(
-                f"model: {self.model!r}: the LLM half of failure_mode (fabricated_tool_api, "
-                "instruction_skipping, other) is provided by evalkit.judges.llm and is not "
-                "wired into this judge yet; leave model null to get the deterministic modes "
-                f"and '{UNDECIDED}' for the rest")
+            self.llm_config().validate()
         if not 0.0 <= self.echo_threshold <= 1.0:
             raise ValueError(f"echo_threshold: {self.echo_threshold} is not within [0, 1]")
         ToolSuccessMismatchConfig(sources=list(self.tool_sources)).validate()
@@ -62,6 +73,12 @@ class FailureModeJudge:
 
     def __init__(self, name: str, config: FailureModeConfig, ctx: object) -> None:
         self.config = config
+        self.llm = None
+        self.judge_model = config.model
+        if config.model is not None:
+            from evalkit.judges.llm.failure_mode import FailureModeLlmJudge
+
+            self.llm = FailureModeLlmJudge(name, config.llm_config(), ctx)
         self.failure_cfg = PipelineFailureConfig(levels=list(config.levels))
         self.tools = ToolSuccessMismatchJudge(
             name, ToolSuccessMismatchConfig(sources=list(config.tool_sources)), ctx)
@@ -123,4 +140,40 @@ class FailureModeJudge:
                         value=pa.nulls(n, pa.float64()), labels=labels, status=status,
                         explanation=explanations, details=details)
 
+    def _undecided(self, table: pa.Table, verdict: pa.Table) -> pa.Table:
+        """The records of ``table`` that no rule decided."""
+        return table.filter(pc.fill_null(pc.equal(verdict.column("label"), UNDECIDED), False))
 
+    async def ajudge(self, table: pa.Table) -> pa.Table | list[dict[str, Any]]:
+        """The deterministic verdicts; with ``model`` set, the undecided records are then
+        classified by the LLM half (its errors stay errors, never a guessed mode)."""
+        verdict = self.judge(table)
+        if self.llm is None:
+            return verdict
+        undecided = self._undecided(table, verdict)
+        if not undecided.num_rows:
+            return verdict
+        by_id = {row["record_id"]: row for row in await self.llm.ajudge(undecided)}
+        rows = verdict.to_pylist()
+        for row in rows:
+            llm = by_id.get(row["record_id"])
+            if llm is None:
+                continue
+            rules = json.loads(row["details"]) if row.get("details") else {}
+            row.update({k: v for k, v in llm.items() if k != "details"})
+            if llm["status"] != "ok":
+                row["label"] = None  # an unanswered question is not 'undecided', nor a mode
+            row["details"] = {**rules, "rule": "llm", "llm": llm.get("details")}
+            row["judge_model"] = self.config.model
+        return rows
+
+    def estimate(self, table: pa.Table) -> dict[str, Any]:
+        """The LLM calls the undecided records would need (none without ``model``)."""
+        if self.llm is None:
+            return {"calls": 0}
+        return self.llm.estimate(self._undecided(table, self.judge(table)))
+
+    def close(self) -> None:
+        close = getattr(self.llm, "close", None)
+        if close is not None:
+            close()

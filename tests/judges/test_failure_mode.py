@@ -55,8 +55,10 @@ def test_thresholds_are_configurable():
     assert judge([row], echo_threshold=0.3)[0]["label"] == "prompt_echo"
 
 
-def test_llm_half_is_not_wired_yet():
-    with pytest.raises(ConfigError, match="judges.fm: model: 'openai/gpt-4o-mini': the LLM "
-                                          "half of failure_mode .* evalkit.judges.llm"):
-        instance("judges", "fm", {"plugin": "failure_mode", "model": "openai/gpt-4o-mini"},
+def test_llm_settings_are_validated():
+    with pytest.raises(ConfigError, match="judges.fm: llm: settings for the LLM half need model"):
+        instance("judges", "fm", {"plugin": "failure_mode", "llm": {"concurrency": 2}},
                  "judges.fm")
+    with pytest.raises(ConfigError, match="judges.fm: llm: .*unexpected keyword.*'concurency'"):
+        instance("judges", "fm", {"plugin": "failure_mode", "model": "openai/gpt-4o-mini",
+                                  "llm": {"concurency": 2}}, "judges.fm")
