@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from evalkit.errors import ConfigError
+from evalkit.paths import value_at
 from evalkit.results.schemas import RECORDS
 
 _PARAM = re.compile(r"(?<![\w$])\$([A-Za-z_]\w*)")
@@ -59,22 +60,6 @@ def detect_engine(path: Path) -> str:
                       "file; set engine: sqlite or engine: duckdb if it is")
 
 
-def _dig(obj: Any, path: list[str]) -> Any:
-    for part in path:
-        if isinstance(obj, str) and obj[:1] in "{[":
-            try:
-                obj = json.loads(obj)
-            except ValueError:
-                return None
-        if isinstance(obj, dict):
-            obj = obj.get(part)
-        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
-            obj = obj[int(part)]
-        else:
-            return None
-    return obj
-
-
 class StateCheckJudge:
     """value 1.0 (``passed``, label ``state_ok``) when the assertion holds, 0.0 (label
     ``state_missing``) when it does not; ``raw`` keeps what the query returned."""
@@ -108,8 +93,7 @@ class StateCheckJudge:
     def _params(self, row: dict[str, Any]) -> dict[str, Any]:
         out = {}
         for name in self.names:
-            path = self.config.params.get(name, name).split(".")
-            value = row.get(path[0]) if len(path) == 1 else _dig(row.get(path[0]), path[1:])
+            value = value_at(row, self.config.params.get(name, name))
             if isinstance(value, datetime) and self.engine == "sqlite":
                 value = value.isoformat()
             elif isinstance(value, (dict, list)):

@@ -14,7 +14,6 @@ with ``status='ok'`` count; errors and skips are unusable and counted."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalkit.metrics._stats import SLICEABLE, bootstrap_ci, check_slice_by, slices
+from evalkit.paths import value_at
 from evalkit.results.schemas import RECORDS
 
 JUDGMENT_FIELDS = ("value", "passed", "label")
@@ -242,15 +242,4 @@ def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
 def metadata_value(metadata: str | None, path: str) -> Any:
     """The value at dotted ``path`` (``metadata.a.b``, first part ``metadata``) of a record's
     metadata JSON, or None."""
-    try:
-        obj: Any = json.loads(metadata) if metadata else None
-    except ValueError:
-        return None
-    for part in path.split(".")[1:]:
-        if isinstance(obj, dict):
-            obj = obj.get(part)
-        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
-            obj = obj[int(part)]
-        else:
-            return None
-    return obj
+    return value_at(metadata, path.split(".", 1)[1]) if "." in path else None

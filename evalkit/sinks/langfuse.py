@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import EvalkitError
+from evalkit.sources.langfuse.client import refuse_keys_in_config
 
 ID_SCOPES = ("run", "experiment")
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/evalkit/evalkit#langfuse-score")
@@ -46,10 +47,7 @@ class LangfuseSinkConfig:
     secret_key: str | None = None  # never set: keys come from $LANGFUSE_SECRET_KEY
 
     def validate(self) -> None:
-        if self.public_key is not None or self.secret_key is not None:
-            raise ValueError("public_key/secret_key: keys are never read from a config (it is "
-                             "saved with every run); remove them and export "
-                             "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY instead")
+        refuse_keys_in_config(self.public_key, self.secret_key)
         if self.id_scope not in ID_SCOPES:
             raise ValueError(f"id_scope: {self.id_scope!r} is not one of {', '.join(ID_SCOPES)}")
         if self.concurrency < 1:

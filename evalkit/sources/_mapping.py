@@ -18,12 +18,12 @@ import pyarrow as pa
 
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError
+from evalkit.paths import getter
 from evalkit.results.schemas import RECORDS
 
 # columns a source may fill (the rest belong to the runner and the filters)
 MAPPABLE = [f.name for f in RECORDS if f.name not in ("run_id", "excluded_by", "exclude_reason")]
 
-Getter = Callable[[Any], Any]
 FileRef = tuple[str, str]  # (path as given, file name)
 Where = tuple[FileRef, int]  # (file, line number): formatted only when a row is rejected
 
@@ -38,46 +38,6 @@ def json_text(value: Any) -> str:
     if type(value) is str:
         return value
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-
-
-def getter(path: str) -> Getter:
-    """A function reading dotted ``path`` (``output.completion``, ``messages.0.content``)
-    from nested dicts and lists; ``None`` when any step is absent. A step into a string that
-    holds JSON parses it (fields logged as JSON text)."""
-    parts = [int(p) if p.isdigit() else p for p in path.split(".")]
-    if len(parts) == 1:
-        key = parts[0]
-        return lambda obj: obj.get(key)
-    if len(parts) == 2 and not any(type(p) is int for p in parts):
-        outer, inner = parts
-
-        def get2(obj: Any) -> Any:
-            v = obj.get(outer)
-            if type(v) is dict:
-                return v.get(inner)
-            return get(obj) if type(v) is str else None
-
-    else:
-        get2 = None
-
-    def get(obj: Any) -> Any:
-        for part in parts:
-            if type(obj) is str and obj[:1] in ("{", "["):
-                try:
-                    obj = orjson.loads(obj)
-                except orjson.JSONDecodeError:
-                    return None
-            if type(part) is int:
-                if type(obj) is not list or part >= len(obj):
-                    return None
-                obj = obj[part]
-            elif isinstance(obj, dict):
-                obj = obj.get(part)
-            else:
-                return None
-        return obj
-
-    return get2 or get
 
 
 class BadValue(ValueError):

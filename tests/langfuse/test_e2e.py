@@ -12,10 +12,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import FROM, TO
 from fake_server import FakeLangfuse
 
 from evalkit.sinks.langfuse import score_id
+from tests.langfuse.conftest import FROM, TO
 
 EVALKIT = str(Path(sys.executable).parent / "evalkit")
 FAILED_KINDS = {"envelope", "http_error", "null"}

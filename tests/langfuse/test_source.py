@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read_all
 from fake_server import FakeLangfuse, Fault, SpecValidator, _obs, parse, score
 
 from evalkit.errors import SourceError
 from evalkit.results.writer import write_json
 from evalkit.sources.langfuse import LangfuseSourceConfig
+from tests.langfuse.conftest import make_source, read_all
 
 FAILED_KINDS = {"envelope", "http_error", "null"}
 
@@ -171,8 +171,6 @@ def test_resume_after_interruption(fake: FakeLangfuse, tmp_path: Path) -> None:
             "fields": {"confidence": "metadata.confidence"}}
     first: list = []
     with pytest.raises(SourceError, match="failed after 1 attempts"):
-        from conftest import make_source
-
         source, _ = make_source(tmp_path, **opts)
         for table in source.read():
             first.extend(table.column("record_id").to_pylist())

@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
+
+from evalkit._http import retry_after_seconds
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
@@ -42,29 +42,6 @@ class CallError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.retryable = retryable
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds to wait from ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``."""
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
 
 
 def _usage(usage: Any) -> tuple[int | None, int | None]:

@@ -5,17 +5,16 @@ must act on (404: the endpoint or object is not there; 422: the query was too he
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import os
 import random
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import orjson
 
+from evalkit._http import retry_after_seconds
 from evalkit.errors import SourceError
 
 PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
@@ -80,19 +79,13 @@ def resolve_host(host: str | None) -> str:
     return value.rstrip("/")
 
 
-def retry_after_s(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP date)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+def refuse_keys_in_config(public_key: str | None, secret_key: str | None) -> None:
+    """For a Config's ``validate``: Langfuse keys come from the environment only, never from
+    a config (which is saved with every run)."""
+    if public_key is not None or secret_key is not None:
+        raise ValueError("public_key/secret_key: keys are never read from a config (it is "
+                         "saved with every run); remove them and export "
+                         "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY instead")
 
 
 class LangfuseClient:
@@ -165,7 +158,7 @@ class LangfuseClient:
                                       f"{_body(resp)}")
                 if status == 429:
                     self.stats.rate_limited += 1
-                wait = retry_after_s(resp.headers.get("Retry-After"))
+                wait = retry_after_seconds(resp.headers)
                 problem = f"{status} {_body(resp)}"
             if attempt >= self.max_retries:
                 raise SourceError(f"langfuse: {method} {self.host}{path} failed after "

@@ -11,8 +11,7 @@ records and judgments. Both API generations map into the same records:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -29,30 +28,6 @@ TRACE_COLUMNS = ("record_id", "trace_id", "session_id", "timestamp", "input", "o
                  "latency_s", "cost_usd", "tags", "metadata")
 _INPUT_KEYS = ("input", "promptTokens", "input_tokens", "prompt_tokens")
 _OUTPUT_KEYS = ("output", "completionTokens", "output_tokens", "completion_tokens")
-
-
-def path_getter(path: str) -> Callable[[Any], Any]:
-    """A function reading dotted ``path`` (``metadata.expected``, ``input.0.content``) from
-    an API object; ``None`` when a step is absent. A step into a string holding JSON (v2's raw
-    ``input``/``output``) parses it."""
-    parts: list[str | int] = [int(p) if p.isdigit() else p for p in path.split(".")]
-
-    def get(obj: Any) -> Any:
-        for part in parts:
-            if isinstance(obj, str) and obj[:1] in ("{", "["):
-                try:
-                    obj = json.loads(obj)
-                except ValueError:
-                    return None
-            if isinstance(part, int):
-                obj = obj[part] if isinstance(obj, list) and part < len(obj) else None
-            else:
-                obj = obj.get(part) if isinstance(obj, Mapping) else None
-            if obj is None:
-                return None
-        return obj
-
-    return get
 
 
 def parse_time(value: Any) -> datetime | None:

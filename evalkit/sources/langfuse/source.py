@@ -35,12 +35,14 @@ import pyarrow as pa
 
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
+from evalkit.paths import getter
 from evalkit.results.schemas import RECORDS
 from evalkit.sources.langfuse import mapping
 from evalkit.sources.langfuse.client import (
     LangfuseClient,
     NotFound,
     TooHeavy,
+    refuse_keys_in_config,
     resolve_host,
 )
 from evalkit.sources.langfuse.state import ReadState, last_window_end, spool_name
@@ -93,10 +95,7 @@ class LangfuseSourceConfig:
     secret_key: str | None = None  # never set: keys come from $LANGFUSE_SECRET_KEY
 
     def validate(self) -> None:
-        if self.public_key is not None or self.secret_key is not None:
-            raise ValueError("public_key/secret_key: keys are never read from a config (it is "
-                             "saved with every run); remove them and export "
-                             "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY instead")
+        refuse_keys_in_config(self.public_key, self.secret_key)
         _one_of("api", self.api, APIS)
         _one_of("read", self.read, READS)
         for t in self.types:
@@ -327,7 +326,7 @@ class _Reader:
         self.buffer: list[pa.Table] = []
         self.buffered = 0
         self.state: ReadState | None = None
-        self.custom = [(col, mapping.path_getter(path))
+        self.custom = [(col, getter(path))
                        for col, path in self.cfg.fields.items()]
         self.columns = pa.schema([])  # set once the API generation is known
         self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,

@@ -270,7 +270,7 @@ def test_progress_bar_on_a_terminal(ctx, fake_llm, capsys, monkeypatch):
 def test_retry_after_forms():
     from email.utils import formatdate
 
-    from evalkit.judges.llm._transport import retry_after_seconds
+    from evalkit._http import retry_after_seconds
 
     assert retry_after_seconds({"retry-after": "3"}) == 3.0
     assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25

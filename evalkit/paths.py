@@ -1,0 +1,63 @@
+"""Dotted paths into nested JSON (``output.completion``, ``messages.0.content``,
+``metadata.booking.id``): the one walker that sources, judges and metrics share. A step into
+a string that holds JSON parses it, since fields are often logged as JSON text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+Getter = Callable[[Any], Any]
+Parts = list[str | int]
+
+
+def parts_of(path: str) -> Parts:
+    """``"messages.0.content"`` -> ``["messages", 0, "content"]``."""
+    return [int(p) if p.isdigit() else p for p in path.split(".")]
+
+
+def walk(obj: Any, parts: Parts) -> Any:
+    """The value at ``parts`` in ``obj``; ``None`` when any step is absent."""
+    for part in parts:
+        if type(obj) is str and obj[:1] in ("{", "["):
+            try:
+                obj = orjson.loads(obj)
+            except orjson.JSONDecodeError:
+                return None
+        if type(part) is int:
+            if type(obj) is not list or part >= len(obj):
+                return None
+            obj = obj[part]
+        elif isinstance(obj, dict):
+            obj = obj.get(part)
+        else:
+            return None
+    return obj
+
+
+def value_at(obj: Any, path: str) -> Any:
+    """The value at dotted ``path`` in ``obj`` (a dict, a list, or JSON text), or ``None``."""
+    return walk(obj, parts_of(path))
+
+
+def getter(path: str) -> Getter:
+    """A function reading dotted ``path`` from a parsed row (a dict). The common shapes, one
+    key or two plain keys, get closures without the general walk: they run once per cell on
+    the sources' hot path."""
+    parts = parts_of(path)
+    if len(parts) == 1 and type(parts[0]) is str:
+        key = parts[0]
+        return lambda obj: obj.get(key)
+    if len(parts) == 2 and all(type(p) is str for p in parts):
+        outer, inner = parts
+
+        def two_keys(obj: dict[str, Any]) -> Any:
+            v = obj.get(outer)
+            if type(v) is dict:
+                return v.get(inner)
+            return walk(v, [inner]) if type(v) is str else None
+
+        return two_keys
+    return lambda obj: walk(obj, parts)
