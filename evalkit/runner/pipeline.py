@@ -201,11 +201,12 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
 
 
 def _versions(rc: RunConfig) -> dict[str, str]:
+    """The version of evalkit and of every distribution whose plugin this run used."""
     from importlib.metadata import version
 
-    out = {"evalkit": version("evalkit")}
     from evalkit.registry import registry
 
+    out = {"evalkit": version("evalkit")}
     reg = registry()
     for inst in [rc.source, *rc.filters, *rc.judges, *rc.metrics, *rc.sinks]:
         entry = reg.entries(inst.kind)[inst.plugin][0]
@@ -326,6 +327,7 @@ def execute(rc: RunConfig) -> RunResult:
         counts.setdefault(judge, {})[status] = n
         cost += c or 0.0
         unpriced += u
+    versions = _versions(rc)
     manifest.update(
         status="ok",
         finished_at=datetime.now(timezone.utc).isoformat(),
@@ -340,8 +342,8 @@ def execute(rc: RunConfig) -> RunResult:
         judgments=counts,
         dry_run=rc.runner.dry_run,
         dry_run_estimates=judge_runner.estimates if rc.runner.dry_run else None,
-        evalkit_version=_versions(rc)["evalkit"],
-        versions=_versions(rc),
+        evalkit_version=versions["evalkit"],
+        versions=versions,
         sources={rc.source.name: source.fingerprint() if hasattr(source, "fingerprint")
                  else {}},
         timings={k: round(v, 4) for k, v in timings.items()},
