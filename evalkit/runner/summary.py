@@ -44,7 +44,18 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
             jt.add_row(judge, *(str(by_status.get(s, 0)) for s in ("ok", "error", "skipped")))
         console.print(jt)
     if m.get("dry_run"):
-        console.print(f"dry run, no judge was called; estimates: {m['dry_run_estimates']}")
+        et = Table(title="dry run: no judge was called; what a real run would send",
+                   title_justify="left", header_style="bold")
+        for col in ("judge", "calls", "cached", "input tokens", "output tokens", "cost"):
+            et.add_column(col, justify="left" if col == "judge" else "right")
+        for judge, est in (m["dry_run_estimates"] or {}).items():
+            cost = est.get("cost_usd")
+            et.add_row(judge, *(str(est.get(k, 0)) for k in ("calls", "cached_calls",
+                                                             "input_tokens", "output_tokens")),
+                       "unknown price" if cost is None else f"${cost:.4f}")
+        console.print(et)
+        console.print(f"written to {result.run_dir}/", soft_wrap=True)
+        return
     elif m["judge_cost_usd"] or m["judge_calls_unpriced"]:
         unpriced = m["judge_calls_unpriced"]
         console.print(f"judge spend ${m['judge_cost_usd']:.4f}"
