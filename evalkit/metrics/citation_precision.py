@@ -62,14 +62,20 @@ class CitationPrecisionConfig(SliceConfig):
 
     def validate(self) -> None:
         super().validate()
-        try:
-            if re.compile(self.pattern).groups < 1:
-                raise ValueError(f"pattern: {self.pattern!r} needs a group capturing the id")
-        except re.error as exc:
-            raise ValueError(f"pattern: not a valid regex ({exc})") from None
-        if self.ids != "position" and not self.ids.startswith("metadata."):
-            raise ValueError(f"ids: {self.ids!r} is neither position nor metadata.<path> (a "
-                             "list of passage ids aligned with context)")
+        check_citation_settings(self.pattern, self.ids)
+
+
+def check_citation_settings(pattern: str, ids: str) -> None:
+    """For a Config's ``validate``: the citation regex and id scheme (shared with the
+    ``citation_support`` judge, which must find the same citations)."""
+    try:
+        if re.compile(pattern).groups < 1:
+            raise ValueError(f"pattern: {pattern!r} needs a group capturing the id")
+    except re.error as exc:
+        raise ValueError(f"pattern: not a valid regex ({exc})") from None
+    if ids != "position" and not ids.startswith("metadata."):
+        raise ValueError(f"ids: {ids!r} is neither position nor metadata.<path> (a "
+                         "list of passage ids aligned with context)")
 
 
 def _passage_ids(context: list[str] | None, metadata: str | None, how: str) -> set[str] | str:

@@ -18,14 +18,17 @@ supported share of the citations whose id exists."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import ParseError, parse_json_object, require
-from evalkit.metrics.citation_precision import Citation, extract_citations
+from evalkit.metrics.citation_precision import (
+    Citation,
+    check_citation_settings,
+    extract_citations,
+)
 from evalkit.paths import value_at
 
 TASK = (
@@ -53,14 +56,7 @@ class CitationSupportConfig(LlmJudgeConfig):
 
     def validate(self) -> None:
         super().validate()
-        try:
-            if re.compile(self.pattern).groups < 1:
-                raise ValueError(f"pattern: {self.pattern!r} needs a group capturing the id")
-        except re.error as exc:
-            raise ValueError(f"pattern: not a valid regex ({exc})") from None
-        if self.ids != "position" and not self.ids.startswith("metadata."):
-            raise ValueError(f"ids: {self.ids!r} is neither position nor metadata.<path> (a "
-                             "list of passage ids aligned with context)")
+        check_citation_settings(self.pattern, self.ids)
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold: {self.threshold} is not within [0, 1]")
 
