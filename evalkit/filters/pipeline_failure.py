@@ -17,6 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.checks import check_re2
+
 # cheap candidate tests (RE2), confirmed by parsing only the rows they match; (?s) because
 # a pretty-printed envelope spans lines. A leading quote is a JSON string holding JSON.
 _ENVELOPE_HINT = r'(?s)^\s*"?\{.*(rawRequest|raw_request|request)\\?"\s*:'
@@ -44,15 +46,6 @@ class PipelineFailureConfig:
     def validate(self) -> None:
         if self.status_message_pattern is not None:
             check_re2(self.status_message_pattern, "status_message_pattern")
-
-
-def check_re2(pattern: str, key: str) -> None:
-    """Raise ValueError naming ``key`` when ``pattern`` is not a regex Arrow (RE2) accepts."""
-    try:
-        pc.match_substring_regex(pa.array([""]), pattern)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(f"{key}: {pattern!r} is not a valid RE2 regex ({exc}); RE2 has no "
-                         "backreferences or look-around") from None
 
 
 def _json_object(text: str) -> dict[str, Any] | None:

@@ -9,15 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.checks import check_text_columns
 from evalkit.judges._det import verdicts
-from evalkit.results.schemas import RECORDS
 
 _MODES = ("any", "all")
-
-
-def _text_column(name: str, key: str) -> None:
-    if name not in RECORDS.names or not pa.types.is_string(RECORDS.field(name).type):
-        raise ValueError(f"{key}: {name!r} is not a text record column")
 
 
 @dataclass(frozen=True)
@@ -34,9 +29,9 @@ class ContainsConfig:
             raise ValueError("set values (substrings) or reference_column")
         if self.mode not in _MODES:
             raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(_MODES)}")
-        _text_column(self.column, "column")
+        check_text_columns([self.column], "column")
         if self.reference_column is not None:
-            _text_column(self.reference_column, "reference_column")
+            check_text_columns([self.reference_column], "reference_column")
 
 
 class ContainsJudge:

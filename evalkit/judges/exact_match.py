@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.checks import check_text_columns
 from evalkit.judges._det import parse_json, strip_code_fence, verdicts
-from evalkit.results.schemas import RECORDS
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,7 @@ class ExactMatchConfig:
 
     def validate(self) -> None:
         for key in ("column", "reference_column"):
-            name = getattr(self, key)
-            if name not in RECORDS.names or not pa.types.is_string(RECORDS.field(name).type):
-                raise ValueError(f"{key}: {name!r} is not a text record column")
+            check_text_columns([getattr(self, key)], key)
 
 
 def _canonical_json(text: str | None) -> str | None:

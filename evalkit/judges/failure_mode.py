@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.checks import check_text_columns
 from evalkit.filters.pipeline_failure import PipelineFailureConfig, failure_reasons
 from evalkit.judges._det import verdicts
 from evalkit.judges.prompt_echo import echo_similarities
@@ -58,6 +59,7 @@ class FailureModeConfig:
             raise ValueError("llm: settings for the LLM half need model too (model=...)")
         if self.model is not None:
             self.llm_config().validate()
+        check_text_columns(self.echo_against, "echo_against")
         if not 0.0 <= self.echo_threshold <= 1.0:
             raise ValueError(f"echo_threshold: {self.echo_threshold} is not within [0, 1]")
         ToolSuccessMismatchConfig(sources=list(self.tool_sources)).validate()

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.errors import ConfigError
+from evalkit.checks import check_text_columns
 from evalkit.judges._det import verdicts
-from evalkit.results.schemas import RECORDS
 
 
 @dataclass(frozen=True)
@@ -29,6 +28,7 @@ class PromptEchoConfig:
             raise ValueError("ngram: must be at least 1")
         if self.min_words < 1:
             raise ValueError("min_words: must be at least 1")
+        check_text_columns(self.against, "against")
 
 
 # Normalisation, vectorised with Arrow (RE2): lower-case words (letters, digits, "_")
@@ -155,10 +155,6 @@ class PromptEchoJudge:
 
     def __init__(self, name: str, config: PromptEchoConfig, ctx: object) -> None:
         self.config = config
-        bad = [c for c in config.against if c not in RECORDS.names
-               or not pa.types.is_string(RECORDS.field(c).type)]
-        if bad:
-            raise ConfigError(f"judges.{name}.against: {bad} are not text record columns")
 
     def judge(self, batch: pa.Table) -> pa.Table:
         """One judgment per record; a null output is an error judgment (nothing to compare)."""

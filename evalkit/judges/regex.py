@@ -8,9 +8,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.filters.pipeline_failure import check_re2
+from evalkit.checks import check_re2, check_text_columns
 from evalkit.judges._det import verdicts
-from evalkit.results.schemas import RECORDS
 
 _MODES = ("search", "fullmatch")
 
@@ -26,9 +25,7 @@ class RegexConfig:
     def validate(self) -> None:
         if self.mode not in _MODES:
             raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(_MODES)}")
-        if self.column not in RECORDS.names or not pa.types.is_string(
-                RECORDS.field(self.column).type):
-            raise ValueError(f"column: {self.column!r} is not a text record column")
+        check_text_columns([self.column], "column")
         check_re2(self.pattern, "pattern")
 
 
