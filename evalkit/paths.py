@@ -1,4 +1,4 @@
-"""Dotted paths into nested JSON (``output.completion``, ``messages.0.content``,
+"""JSON text and dotted paths into nested JSON (``output.completion``, ``messages.0.content``,
 ``metadata.booking.id``): the one walker that sources, judges and metrics share. A step into
 a string that holds JSON parses it, since fields are often logged as JSON text."""
 
@@ -61,3 +61,21 @@ def getter(path: str) -> Getter:
 
         return two_keys
     return lambda obj: walk(obj, parts)
+
+
+def parse_json(text: str | None, unwrap: bool = True) -> tuple[bool, Any]:
+    """``(True, value)`` when ``text`` is JSON, else ``(False, None)``. With ``unwrap``, a
+    JSON string that itself holds a JSON object or array (double-encoded logging) is parsed
+    once more."""
+    if text is None:
+        return False, None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False, None
+    if unwrap and isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            pass
+    return True, value

@@ -8,7 +8,6 @@ hint picked out. :func:`failure_reasons` is shared with the ``pipeline_failure``
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.checks import check_re2
+from evalkit.paths import parse_json
 
 # cheap candidate tests (RE2), confirmed by parsing only the rows they match; (?s) because
 # a pretty-printed envelope spans lines. A leading quote is a JSON string holding JSON.
@@ -51,15 +51,7 @@ class PipelineFailureConfig:
 def _json_object(text: str) -> dict[str, Any] | None:
     """``text`` parsed as a JSON object, unwrapping one level of JSON-string encoding (an
     output logged as ``"{\\"completion\\": null, ...}"``); ``None`` otherwise."""
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(obj, str) and obj.lstrip()[:1] == "{":
-        try:
-            obj = json.loads(obj)
-        except ValueError:
-            return None
+    obj = parse_json(text)[1]
     return obj if isinstance(obj, dict) else None
 
 

@@ -1,9 +1,8 @@
-"""Shared pieces of the deterministic judges: reading a cell as JSON, and building the
+"""Shared pieces of the deterministic judges: code fences, column checks, and building the
 judgments table from per-row columns."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,24 +13,6 @@ from evalkit.results.schemas import json_text
 
 _TRUE_LABEL = "pass"
 _FALSE_LABEL = "fail"
-
-
-def parse_json(text: str | None, unwrap: bool = True) -> tuple[bool, Any]:
-    """``(True, value)`` when ``text`` is JSON, else ``(False, None)``. With ``unwrap``, a
-    JSON string that itself holds a JSON object or array (double-encoded logging) is parsed
-    once more."""
-    if text is None:
-        return False, None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return False, None
-    if unwrap and isinstance(value, str) and value.strip()[:1] in ("{", "["):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            pass
-    return True, value
 
 
 def strip_code_fence(text: str) -> str:

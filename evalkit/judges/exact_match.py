@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.checks import check_text_columns
-from evalkit.judges._det import parse_json, strip_code_fence, verdicts
+from evalkit.judges._det import strip_code_fence, verdicts
+from evalkit.paths import parse_json
 
 
 @dataclass(frozen=True)

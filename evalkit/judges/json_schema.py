@@ -12,7 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from evalkit.judges._det import parse_json, strip_code_fence, verdicts
+from evalkit.judges._det import strip_code_fence, verdicts
+from evalkit.paths import parse_json
 
 _BASE_TYPES = {"str": "string", "string": "string", "int": "integer", "integer": "integer",
                "float": "number", "number": "number", "bool": "boolean",

@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.judges._det import parse_json, verdicts
+from evalkit.judges._det import verdicts
+from evalkit.paths import parse_json
 
 _SUCCESS_FLAGS = ("success", "ok", "succeeded")
 _SUCCESS_STATUS = ("success", "succeeded", "ok", "completed", "done")

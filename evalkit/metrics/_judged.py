@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.metrics._signals import judgment_join
 from evalkit.metrics._stats import check_slice_by, mean_ci, slices
 
 
@@ -32,11 +33,9 @@ def judged_table(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
     """One row per record: slice columns, ``excluded_by``, and the judge's ``value``,
     ``passed``, ``label`` and ``status`` (null when the judge left no judgment)."""
     cols = ", ".join(f'r."{c}"' for c in dict.fromkeys(["excluded_by", *slice_by]))
-    return con.execute(
-        f"SELECT r.record_id, {cols}, j.value, j.passed, j.label, j.status FROM records r "
-        "LEFT JOIN (SELECT record_id, any_value(value) AS value, any_value(passed) AS passed, "
-        "any_value(label) AS label, any_value(status) AS status FROM judgments "
-        "WHERE judge = ? GROUP BY record_id) j USING (record_id)", [judge]).to_arrow_table()
+    join, params = judgment_join(judge, ["value", "passed", "label"], "j")
+    return con.execute(f"SELECT r.record_id, {cols}, j.value, j.passed, j.label, j.status "
+                       f"FROM records r {join}", params).to_arrow_table()
 
 
 def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,

@@ -122,9 +122,11 @@ def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None
     return number, None
 
 
-def _judgment_subquery(judge: str, fields: list[str], alias: str) -> tuple[str, list[Any]]:
-    # one row per record: a judge that left several judgments for a record (a rerun, an
-    # imported and a computed copy) contributes its ok one first, every field from that row
+def judgment_join(judge: str, fields: list[str], alias: str) -> tuple[str, list[Any]]:
+    """``LEFT JOIN`` SQL (and its parameters) adding judge ``judge``'s ``status``, ``error``
+    and ``fields`` as ``alias``: one row per record, so a judge that left several judgments
+    for a record (a rerun, an imported and a computed copy) contributes its ok one first,
+    every field from that row."""
     cols = ", ".join(f'"{f}"' for f in dict.fromkeys(["status", "error", *fields]))
     return (f"LEFT JOIN (SELECT DISTINCT ON (record_id) record_id, {cols} FROM judgments "
             "WHERE judge = ? ORDER BY record_id, CASE status WHEN 'ok' THEN 0 "
@@ -147,7 +149,7 @@ def fetch(con: Any, specs: Mapping[str, SignalSpec], columns: list[str],
             continue
         alias = f"j{i}"
         extra = list((judge_fields or {}).get(name, []))
-        sql, p = _judgment_subquery(spec.judge or "", [spec.field, *extra], alias)
+        sql, p = judgment_join(spec.judge or "", [spec.field, *extra], alias)
         joins.append(sql)
         params += p
         select += [f'{alias}."{spec.field}" AS "{name}"',

@@ -11,9 +11,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.metrics._signals import judgment_join
 from evalkit.metrics._stats import SLICEABLE, mean_ci
 
 _OF = ("flag", "label")
+_FIELDS = ["value", "passed", "label"]
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,6 @@ def _flag_sql(alias: str, threshold: float | None) -> str:
     return f"CASE WHEN {ok} THEN {alias}.value >= {float(threshold)!r} END"
 
 
-def _one(judge_alias: str) -> str:
-    return (f"(SELECT record_id, any_value(value) AS value, any_value(passed) AS passed, "
-            f"any_value(status) AS status, any_value(label) AS label FROM judgments "
-            f"WHERE judge = ? GROUP BY record_id) {judge_alias}")
-
-
 class CrosstabMetric:
     """One row per (category, slice): metric ``NAME.<category>``, slice ``all`` and
     ``<by>=<value>``; value = the share of the slice's categorised records in that category
@@ -73,13 +69,14 @@ class CrosstabMetric:
         category = (f"CASE {_flag_sql('j', cfg.threshold)} WHEN true THEN 'flagged' "
                     "WHEN false THEN 'not_flagged' END" if cfg.of == "flag"
                     else "CASE WHEN j.status = 'ok' THEN j.label END")
-        params: list[Any] = [cfg.judge]
+        join, params = judgment_join(cfg.judge, _FIELDS, "j")
         sql = (f'SELECT r.record_id, r."{cfg.by}" AS by_value, r.excluded_by, '
-               f"{category} AS category FROM records r LEFT JOIN {_one('j')} USING (record_id)")
+               f"{category} AS category FROM records r {join}")
         where = []
         if cfg.flagged_by is not None:
-            sql += f" LEFT JOIN {_one('f')} ON f.record_id = r.record_id"
-            params.append(cfg.flagged_by)
+            join, flagged_params = judgment_join(cfg.flagged_by, _FIELDS, "f")
+            sql += f" {join}"
+            params += flagged_params
             where.append(f"coalesce({_flag_sql('f', cfg.flagged_threshold)}, false)")
         if not cfg.include_excluded:
             where.append("r.excluded_by IS NULL")

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
+T = TypeVar("T")
 
 
 class ParseError(ValueError):
@@ -57,6 +59,28 @@ def require(obj: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any
     if not isinstance(value, kind):
         raise ParseError(f"'{key}' is {value!r}, expected {_kind_name(kind)}")
     return value
+
+
+def indexed(obj: dict[str, Any], key: str, first: int, last: int,
+            read: Callable[[dict[str, Any]], T], missing: str) -> list[T]:
+    """``obj[key]`` as a list of objects numbered by ``index`` (an integer or its digits)
+    from ``first`` to ``last``, each read by ``read``, in index order. A :class:`ParseError`
+    names an entry that is not an object, an index out of range, or the indices left without
+    an entry (``missing`` opens that message, e.g. "no label for passage(s)")."""
+    found: dict[int, T] = {}
+    for i, item in enumerate(require(obj, key, list)):
+        if not isinstance(item, dict):
+            raise ParseError(f"{key}[{i}] is not an object")
+        index = item.get("index")
+        if isinstance(index, str) and index.strip().isdigit():
+            index = int(index)
+        if isinstance(index, bool) or not isinstance(index, int) or not first <= index <= last:
+            raise ParseError(f"{key}[{i}].index is {index!r}, expected {first}..{last}")
+        found[index] = read(item)
+    absent = [i for i in range(first, last + 1) if i not in found]
+    if absent:
+        raise ParseError(f"{missing} {absent}")
+    return [found[i] for i in range(first, last + 1)]
 
 
 def choice(obj: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:

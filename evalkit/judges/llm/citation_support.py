@@ -23,7 +23,7 @@ from typing import Any
 
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
-from evalkit.judges.llm._parse import ParseError, parse_json_object, require
+from evalkit.judges.llm._parse import indexed, parse_json_object, require
 from evalkit.metrics.citation_precision import (
     Citation,
     check_citation_settings,
@@ -63,22 +63,13 @@ class CitationSupportConfig(LlmJudgeConfig):
 
 def _parse_verdicts(n: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[tuple[bool, str]]:
-        items = require(parse_json_object(text), "citations", list)
-        found: dict[int, tuple[bool, str]] = {}
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise ParseError(f"citations[{i}] is not an object")
-            index = item.get("index")
-            if isinstance(index, str) and index.strip().isdigit():
-                index = int(index)
-            if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= n:
-                raise ParseError(f"citations[{i}].index is {index!r}, expected 1..{n}")
-            found[index] = (require(item, "supported", bool), str(item.get("reason", "")))
-        missing = [i for i in range(1, n + 1) if i not in found]
-        if missing:
-            raise ParseError(f"no verdict for item(s) {missing}")
-        return [found[i] for i in range(1, n + 1)]
+        return indexed(parse_json_object(text), "citations", 1, n, _verdict,
+                       "no verdict for item(s)")
     return parse
+
+
+def _verdict(item: dict[str, Any]) -> tuple[bool, str]:
+    return require(item, "supported", bool), str(item.get("reason", ""))
 
 
 class CitationSupportJudge(LlmJudge):

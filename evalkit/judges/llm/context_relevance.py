@@ -24,7 +24,7 @@ import numpy as np
 
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
-from evalkit.judges.llm._parse import ParseError, parse_json_object, require
+from evalkit.judges.llm._parse import ParseError, indexed, parse_json_object, require
 from evalkit.metrics._retrieval import average_precision
 
 SCORES = ("precision", "recall")
@@ -90,22 +90,8 @@ def _flag(item: dict[str, Any], key: str) -> bool:
 
 def _parse_relevance(first: int, last: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[bool]:
-        items = require(parse_json_object(text), "passages", list)
-        found: dict[int, bool] = {}
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise ParseError(f"passages[{i}] is not an object")
-            index = item.get("index")
-            if isinstance(index, str) and index.strip().isdigit():
-                index = int(index)
-            if isinstance(index, bool) or not isinstance(index, int) \
-                    or not first <= index <= last:
-                raise ParseError(f"passages[{i}].index is {index!r}, expected {first}..{last}")
-            found[index] = _flag(item, "relevant")
-        missing = [i for i in range(first, last + 1) if i not in found]
-        if missing:
-            raise ParseError(f"no label for passage(s) {missing}")
-        return [found[i] for i in range(first, last + 1)]
+        return indexed(parse_json_object(text), "passages", first, last,
+                       lambda item: _flag(item, "relevant"), "no label for passage(s)")
     return parse
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
-from evalkit.judges.llm._parse import ParseError, choice, parse_json_object, require
+from evalkit.judges.llm._parse import ParseError, choice, indexed, parse_json_object, require
 
 SCORES = ("faithfulness", "hallucination")
 ANSWERS = ("yes", "no", "unknown")
@@ -75,21 +75,8 @@ def _parse_claims(limit: int):  # -> Parser
 
 def _parse_answers(n: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[str]:
-        items = require(parse_json_object(text), "answers", list)
-        found: dict[int, str] = {}
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise ParseError(f"answers[{i}] is not an object")
-            index = item.get("index")
-            if isinstance(index, str) and index.strip().isdigit():
-                index = int(index)
-            if not isinstance(index, int) or not 1 <= index <= n:
-                raise ParseError(f"answers[{i}].index is {index!r}, expected 1..{n}")
-            found[index] = choice(item, "answer", ANSWERS)
-        missing = [i for i in range(1, n + 1) if i not in found]
-        if missing:
-            raise ParseError(f"no answer for question(s) {missing}")
-        return [found[i] for i in range(1, n + 1)]
+        return indexed(parse_json_object(text), "answers", 1, n,
+                       lambda item: choice(item, "answer", ANSWERS), "no answer for question(s)")
     return parse
 
 
