@@ -5,6 +5,7 @@ for all), excluded ones get ``status='skipped'`` judgments that say why."""
 from __future__ import annotations
 
 import asyncio
+import operator
 import os
 import secrets
 import sys
@@ -169,19 +170,28 @@ def _metrics_connection(run_dir: Path):  # -> duckdb.DuckDBPyConnection
     return con
 
 
-_OPS = {">": pc.greater, ">=": pc.greater_equal, "<": pc.less, "<=": pc.less_equal,
-        "==": pc.equal, "!=": pc.not_equal}
+_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+        "==": operator.eq, "!=": operator.ne}
 _SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
 def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[str, Any]]:
-    """One alert row per (threshold, metric row) that crosses it."""
+    """One alert row per (threshold, metric row) that crosses it, and a warning for each
+    threshold on a metric the run did not produce."""
     rows = []
+    metric_rows = metrics.to_pylist()
     for alert in rc.alerts:
-        for m in metrics.to_pylist():
-            if m["metric"] != alert.metric or (alert.slice != "*" and m["slice"] != alert.slice):
+        watched = [m for m in metric_rows if m["metric"] == alert.metric]
+        if not watched:
+            rows.append({"run_id": run_id, "metric": alert.metric, "slice": alert.slice,
+                         "value": None, "operator": alert.operator, "threshold": alert.value,
+                         "severity": "warning",
+                         "message": f"alert on '{alert.metric}' watches a metric this run "
+                         "did not produce"})
+        for m in watched:
+            if alert.slice != "*" and m["slice"] != alert.slice:
                 continue
-            if m["value"] is None or not _OPS[alert.operator](m["value"], alert.value).as_py():
+            if m["value"] is None or not _OPS[alert.operator](m["value"], alert.value):
                 continue
             msg = alert.message or (f"{m['metric']} [{m['slice']}] = {m['value']:.4g} "
                                     f"{alert.operator} {alert.value:g}")
@@ -189,14 +199,6 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
                          "value": m["value"], "operator": alert.operator,
                          "threshold": alert.value, "severity": alert.severity,
                          "message": msg})
-    produced = set(metrics.column("metric").to_pylist())
-    for alert in rc.alerts:
-        if alert.metric not in produced:
-            rows.append({"run_id": run_id, "metric": alert.metric, "slice": alert.slice,
-                         "value": None, "operator": alert.operator, "threshold": alert.value,
-                         "severity": "warning",
-                         "message": f"alert on '{alert.metric}' watches a metric this run "
-                         "did not produce"})
     return rows
 
 
