@@ -56,10 +56,11 @@ def block(tag: str, value: Any) -> str:
     return f"<{tag}>\n{escape(render(value))}\n</{tag}>"
 
 
-def context_block(items: list[str], limit: int) -> str:
-    """The record's context as numbered, escaped passages (at most ``limit``)."""
+def context_block(items: list[str], limit: int | None = None, start: int = 1) -> str:
+    """The record's context as numbered, escaped passages (at most ``limit``), numbered from
+    ``start`` (a ranking judged in several calls keeps each passage's rank)."""
     parts = [f'<passage index="{i}">\n{escape(render(item))}\n</passage>'
-             for i, item in enumerate(items[:limit], 1)]
+             for i, item in enumerate(items[:limit], start)]
     return "<context>\n" + "\n".join(parts) + "\n</context>"
 
 

@@ -72,14 +72,6 @@ class ContextRelevanceConfig(LlmJudgeConfig):
             raise ValueError(f"threshold: {self.threshold} is not within [0, 1]")
 
 
-def _passages_block(items: list[str], start: int) -> str:
-    """Passages as escaped, numbered blocks; numbering from ``start`` keeps each passage's
-    index in the whole ranking when the ranking is judged in several calls."""
-    parts = [f'<passage index="{i}">\n{P.escape(P.render(item))}\n</passage>'
-             for i, item in enumerate(items, start)]
-    return "<context>\n" + "\n".join(parts) + "\n</context>"
-
-
 def _flag(item: dict[str, Any], key: str) -> bool:
     """A true/false answer; "yes"/"no" and "true"/"false" strings are read too."""
     value = item.get(key)
@@ -135,7 +127,7 @@ class ContextRelevanceJudge(LlmJudge):
             chunk = context[start:start + size]
             msgs = P.messages(P.system(RELEVANCE_TASK, RELEVANCE_FORMAT),
                               P.block("question", record.get("input")),
-                              _passages_block(chunk, start + 1))
+                              P.context_block(chunk, start=start + 1))
             calls.append(Call(msgs, _parse_relevance(start + 1, start + len(chunk)),
                               "context_relevance", RELEVANCE_SCHEMA))
         return calls
@@ -146,7 +138,7 @@ class ContextRelevanceJudge(LlmJudge):
         msgs = P.messages(P.system(task, RECALL_FORMAT),
                           P.block("question", record.get("input")),
                           P.block("reference", record.get("reference")),
-                          _passages_block(record["context"], 1))
+                          P.context_block(record["context"]))
         return Call(msgs, _parse_statements(self.config.max_statements), "context_recall",
                     RECALL_SCHEMA)
 
