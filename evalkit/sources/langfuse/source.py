@@ -37,6 +37,7 @@ from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.paths import getter
 from evalkit.results.schemas import RECORDS
+from evalkit.sources._mapping import MAPPABLE, _coercer
 from evalkit.sources.langfuse import mapping
 from evalkit.sources.langfuse.client import (
     LangfuseClient,
@@ -55,8 +56,6 @@ LEVELS = ("DEBUG", "DEFAULT", "WARNING", "ERROR")
 PAGE_LIMIT = 100  # page-based endpoints and /v3/scores
 CURSOR_OBSERVATIONS_LIMIT = 1000  # /v2/observations
 _P = "/api/public"
-# columns a source may fill (the rest belong to the runner and the filters)
-MAPPABLE = [f.name for f in RECORDS if f.name not in ("run_id", "excluded_by", "exclude_reason")]
 
 
 @dataclass(frozen=True)
@@ -113,13 +112,10 @@ class LangfuseSourceConfig:
         if self.from_time and self.to_time and \
                 mapping.parse_time(self.from_time) >= mapping.parse_time(self.to_time):
             raise ValueError("from_time must be before to_time")
-        for key in ("concurrency", "batch_size"):
-            if getattr(self, key) < 1:
+        for key in ("concurrency", "batch_size", "page_size", "shards"):
+            value = getattr(self, key)
+            if value is not None and value < 1:
                 raise ValueError(f"{key}: must be at least 1")
-        if self.page_size is not None and self.page_size < 1:
-            raise ValueError("page_size: must be at least 1")
-        if self.shards is not None and self.shards < 1:
-            raise ValueError("shards: must be at least 1")
         if self.last_days <= 0:
             raise ValueError("last_days: must be positive")
         for col in self.fields:
@@ -157,28 +153,6 @@ class _Stream:
 
 class _Stopped(Exception):
     """The consumer went away; the reader stops."""
-
-
-_TYPE_OF = {f.name: f.type for f in RECORDS}
-
-
-def _coerce(col: str, value: Any) -> Any:
-    """A value from a custom ``fields`` path as the type of record column ``col``."""
-    typ = _TYPE_OF[col]
-    if value is None:
-        return None
-    if pa.types.is_string(typ):
-        return mapping.text(value)
-    if isinstance(value, bool):
-        raise ValueError(f"expected a {typ}, got {value!r}")
-    if pa.types.is_floating(typ):
-        return float(value)
-    if pa.types.is_integer(typ):
-        return int(value)
-    if pa.types.is_list(typ):
-        return [mapping.text(v) for v in value] if isinstance(value, list) \
-            else [mapping.text(value)]
-    return mapping.parse_time(value)
 
 
 class LangfuseSource:
@@ -326,7 +300,8 @@ class _Reader:
         self.buffer: list[pa.Table] = []
         self.buffered = 0
         self.state: ReadState | None = None
-        self.custom = [(col, getter(path))
+        # custom `fields` are coerced as the file sources coerce theirs
+        self.custom = [(col, getter(path), _coercer(RECORDS.field(col).type))
                        for col, path in self.cfg.fields.items()]
         self.columns = pa.schema([])  # set once the API generation is known
         self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,
@@ -657,10 +632,10 @@ class _Reader:
                     row = mapping.trace_record(raw)
                 else:
                     row = mapping.observation_record(raw, as_trace=as_trace, extra=extra)
-                for col, get in self.custom:
+                for col, get, coerce in self.custom:
                     value = get(raw)
                     if value is not None:
-                        row[col] = _coerce(col, value)
+                        row[col] = coerce(value)
             except (ValueError, TypeError, AttributeError, OverflowError) as exc:
                 self._reject(f"{where} item {i}", f"cannot map to a record: {exc}", raw)
                 continue
