@@ -202,13 +202,15 @@ def test_pairwise_reports_position_bias(ctx, fake_llm):
     assert row["details"]["position_bias"] == "first position"
 
 
-def test_pairwise_consistent_preference(ctx, fake_llm):
-    def longer_wins(body):
-        user = body["messages"][1]["content"]
-        a = user.split("<response_a>\n")[1].split("\n</response_a>")[0]
-        b = user.split("<response_b>\n")[1].split("\n</response_b>")[0]
-        return json.dumps({"reasoning": "longer", "winner": "A" if len(a) > len(b) else "B"})
+def longer_wins(body: dict) -> str:
+    """A fake pairwise judge: the longer response wins, whichever position it is in."""
+    user = body["messages"][1]["content"]
+    a = user.split("<response_a>\n")[1].split("\n</response_a>")[0]
+    b = user.split("<response_b>\n")[1].split("\n</response_b>")[0]
+    return json.dumps({"reasoning": "longer", "winner": "A" if len(a) > len(b) else "B"})
 
+
+def test_pairwise_consistent_preference(ctx, fake_llm):
     fake_llm.answer = longer_wins
     rows = judge(make(PairwiseJudge, ctx, fake_llm),
                  records({"input": "q", "output": "a long answer", "reference": "short"},
@@ -282,12 +284,6 @@ def test_classify_failure_modes_for_the_deterministic_judge(ctx, fake_llm):
 
 
 def test_pairwise_pairs_two_models_records_by_input(ctx, fake_llm):
-    def longer_wins(body):
-        user = body["messages"][1]["content"]
-        a = user.split("<response_a>\n")[1].split("\n</response_a>")[0]
-        b = user.split("<response_b>\n")[1].split("\n</response_b>")[0]
-        return json.dumps({"reasoning": "longer", "winner": "A" if len(a) > len(b) else "B"})
-
     fake_llm.answer = longer_wins
     table = records({"input": "q1", "model": "big", "output": "a thorough answer"},
                     {"input": "q1", "model": "small", "output": "short"},
