@@ -44,7 +44,7 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
     unusable): filtered (``name``), raw (``name.raw``) and the filters' effect
     (``name.filter_effect`` = raw − filtered, with a breakdown by filter)."""
     table = judged_table(con, cfg.judge, list(cfg.slice_by))
-    known = con.execute("SELECT count(*) FROM judgments WHERE judge = ?", [cfg.judge]).fetchone()
+    known = table.column("status").null_count < table.num_rows
     rows: list[dict[str, Any]] = []
     for label, part in slices(table, list(cfg.slice_by)):
         values = score(part)
@@ -54,7 +54,7 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
         n = part.num_rows
         n_exc = pc.sum(excluded).as_py() or 0
         details: dict[str, Any] = {"what": what}
-        if not known[0]:
+        if not known:
             details["undefined"] = f"no judgments from judge '{cfg.judge}' in this run"
         filt = _row(name, label, inc_vals, n, n_exc, n - n_exc - len(inc_vals), cfg, details)
         rows.append(filt)

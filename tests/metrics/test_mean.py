@@ -64,6 +64,20 @@ def test_raw_filtered_and_filter_effect(tmp_path):
     assert "undefined" in rows[("h", "model=m2")]["details"]
 
 
+def test_a_rerun_judgment_counts_its_ok_copy(tmp_path):
+    # record d was judged twice (an error, then an ok rerun): the ok one counts, every field
+    # from that one judgment, as in the pair metrics, whatever order they were written in
+    errored = {"record_id": "d", "judge": "H", "value": 0.0, "status": "error"}
+    rerun = {"record_id": "d", "judge": "H", "value": 0.6, "status": "ok"}
+    for judg in ([*JUDG[:3], errored, JUDG[4], rerun], [rerun, *JUDG[:3], errored, JUDG[4]]):
+        run = tmp_path / str(len(list(tmp_path.iterdir())))
+        run.mkdir()
+        rows = rows_by(MeanMetric("h", JudgeMetricConfig(judge="H"), None)
+                       .compute(connect(run, RECORDS_ROWS, judg)))
+        assert rows[("h", "all")]["value"] == pytest.approx((0.2 + 0.4 + 0.6) / 3)
+        assert rows[("h", "all")]["n_unscored"] == 0
+
+
 def test_bootstrap_ci_brackets_the_mean_and_is_seeded(tmp_path):
     recs = [{"record_id": str(i)} for i in range(200)]
     judg = [{"record_id": str(i), "judge": "H", "value": (i % 10) / 10, "status": "ok"}
