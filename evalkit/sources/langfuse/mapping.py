@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-import orjson
+from evalkit.sources._mapping import json_text
 
 # v2 field groups the source asks for: everything a record needs
 V2_FIELDS = "core,basic,time,io,metadata,model,usage,prompt,metrics,trace_context"
@@ -45,16 +45,10 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def json_text(value: Any) -> str:
-    """Compact JSON text (as ``JSON.stringify`` writes it, which is how most SDKs log)."""
-    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-
-
 def text(value: Any) -> str | None:
-    """A cell for ``input``/``output``: strings as they are, other JSON as JSON text."""
-    if value is None or isinstance(value, str):
-        return value
-    return json_text(value)
+    """A cell for ``input``/``output``: strings as they are, other JSON as compact JSON text
+    (as ``JSON.stringify`` writes it, which is how most SDKs log)."""
+    return None if value is None else json_text(value)
 
 
 def _number(value: Any) -> float | None:

@@ -664,8 +664,7 @@ class _Reader:
 
     def _reject(self, location: str, reason: str, raw: Any) -> None:
         self.counts["rejected"] += 1
-        text = raw if raw is None or isinstance(raw, str) else \
-            json.dumps(raw, ensure_ascii=False, default=str)
+        text = mapping.text(raw)
         if self._page_rejects is not None:
             self._page_rejects.append([location, reason, text])
         self.put(("reject", (location, reason, text)))
