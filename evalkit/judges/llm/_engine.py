@@ -290,12 +290,11 @@ class Engine:
 
     @staticmethod
     def _delay(attempt: int, retry_after: float | None, policy: CallPolicy) -> float:
-        backoff = min(policy.max_backoff_s, policy.backoff_s * 2 ** (attempt - 1))
-        jittered = backoff / 2 + random.uniform(0, backoff / 2)
         if retry_after is not None:
             # the server said when to come back: never earlier, a little jitter after
             return min(max(retry_after, 0.0), policy.max_backoff_s) + random.uniform(0, 0.1)
-        return jittered
+        backoff = min(policy.max_backoff_s, policy.backoff_s * 2 ** (attempt - 1))
+        return backoff / 2 + random.uniform(0, backoff / 2)
 
     def _cost(self, completion: Completion, policy: CallPolicy) -> float | None:
         if policy.prices is not None:
