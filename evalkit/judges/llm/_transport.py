@@ -54,8 +54,6 @@ def _usage(usage: Any) -> tuple[int | None, int | None]:
 class AiohttpTransport:
     """POST ``{base_url}/chat/completions`` with one pooled aiohttp session per event loop."""
 
-    name = "aiohttp"
-
     def __init__(self, base_url: str, wire_model: str, api_key: str | None) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.wire_model = wire_model
@@ -133,8 +131,6 @@ def import_litellm() -> Any:
 
 class LitellmTransport:
     """``litellm.acompletion`` with litellm's own retries off (the engine retries)."""
-
-    name = "litellm"
 
     def __init__(self, model: str, api_base: str | None, api_key: str | None) -> None:
         self.model = model
