@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from evalkit.metrics._stats import percentile_interval, resample_indices
+
 Result = tuple[float | None, str | None]
 Batch = Callable[..., np.ndarray]
 
@@ -185,30 +187,19 @@ def bootstrap(cols: list[np.ndarray], stats: dict[str, Batch], n_boot: int = 100
               ) -> dict[str, tuple[float | None, float | None]]:
     """Percentile bootstrap intervals of several row-vectorised statistics over the same
     resamples of the pairs (``cols`` resampled together). Resamples on which a statistic is
-    undefined are left out of its interval. Resamples are drawn as
-    :func:`evalkit.metrics._stats.bootstrap_ci` draws them, and processed in chunks so
-    memory stays bounded. ``method`` is numpy's quantile method (``inverted_cdf`` keeps an
-    infinite resample from turning a bound into NaN)."""
+    undefined are left out of its interval. Resamples are drawn by
+    :func:`evalkit.metrics._stats.resample_indices`, as for every other interval, in blocks
+    of at most 2M indices: each block is materialised once per column. ``method`` is numpy's
+    quantile method (``inverted_cdf`` keeps an infinite resample from turning a bound into
+    NaN)."""
     n = len(cols[0])
     if n < 2 or n_boot <= 0 or not stats:
         return {k: (None, None) for k in stats}
-    rng = np.random.default_rng(seed)
-    chunk = max(1, 2_000_000 // n)
     results: dict[str, list[np.ndarray]] = {k: [] for k in stats}
-    for start in range(0, n_boot, chunk):
-        # drawn chunk by chunk: n_boot × n indices at once would be gigabytes for large runs
-        part = rng.integers(0, n, size=(min(chunk, n_boot - start), n))
+    for part in resample_indices(n, n_boot, seed, cells=2_000_000):
         sampled = [c[part] for c in cols]
         for k, fn in stats.items():
             results[k].append(fn(*sampled))
     alpha = (1.0 - confidence) / 2
-    out: dict[str, tuple[float | None, float | None]] = {}
-    for k, parts in results.items():
-        arr = np.concatenate(parts)
-        arr = arr[~np.isnan(arr)]
-        if not len(arr):
-            out[k] = (None, None)
-            continue
-        lo, hi = np.quantile(arr, [alpha, 1 - alpha], method=method)
-        out[k] = (float(lo), float(hi))
-    return out
+    return {k: percentile_interval(np.concatenate(parts), alpha, method)
+            for k, parts in results.items()}

@@ -84,26 +84,39 @@ def bootstrap_ci(
     return _resampled(values, stat, n_boot, seed, (1.0 - confidence) / 2)
 
 
+def resample_indices(n: int, n_boot: int, seed: int,
+                     cells: int = 4_000_000) -> Iterator[np.ndarray]:
+    """The bootstrap's ``n_boot`` seeded resamples of ``n`` row indices, as blocks of shape
+    ``(resamples, n)`` holding at most ``cells`` indices so memory stays bounded whatever n
+    is (the block size does not change the draws)."""
+    rng = np.random.default_rng(seed)
+    block = max(1, min(n_boot, cells // n))
+    for start in range(0, n_boot, block):
+        yield rng.integers(0, n, size=(min(block, n_boot - start), n))
+
+
+def percentile_interval(boot: np.ndarray, alpha: float, method: str = "linear",
+                        ) -> tuple[float | None, float | None]:
+    """The ``alpha`` and ``1 - alpha`` quantiles of the bootstrap statistics ``boot``,
+    leaving out the resamples where the statistic is undefined (NaN); ``(None, None)`` when
+    none is defined. ``method`` is numpy's quantile method."""
+    boot = boot[~np.isnan(boot)]
+    if not len(boot):
+        return None, None
+    lo, hi = np.quantile(boot, [alpha, 1 - alpha], method=method)
+    return float(lo), float(hi)
+
+
 def _resampled(values: np.ndarray, stat: Callable[[np.ndarray], float], n_boot: int,
                seed: int, alpha: float) -> tuple[float | None, float | None]:
-    """Resample rows ``n_boot`` times, in blocks of at most 4M indices so memory stays
-    bounded whatever n is."""
-    n = len(values)
-    rng = np.random.default_rng(seed)
-    block = max(1, min(n_boot, 4_000_000 // n))
+    """Percentile interval of ``stat`` over ``n_boot`` resamples of the rows of ``values``."""
     stats = []
-    for start in range(0, n_boot, block):
-        idx = rng.integers(0, n, size=(min(block, n_boot - start), n))
+    for idx in resample_indices(len(values), n_boot, seed):
         if values.ndim == 1 and stat is np.mean:
             stats.append(values[idx].mean(axis=1))
         else:
             stats.append(np.array([stat(values[i]) for i in idx], dtype=float))
-    boot = np.concatenate(stats)
-    boot = boot[~np.isnan(boot)]
-    if not len(boot):
-        return None, None
-    lo, hi = np.quantile(boot, [alpha, 1 - alpha])
-    return float(lo), float(hi)
+    return percentile_interval(np.concatenate(stats), alpha)
 
 
 def quantile_ci(values: np.ndarray, q: float, confidence: float) -> tuple[float, float]:
