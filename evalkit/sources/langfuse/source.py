@@ -610,8 +610,7 @@ class _Reader:
             if self.state is not None:
                 self.state.spool_json(spool_name(st.key, page), rows)
         else:
-            table = self._records(items, where, as_trace=self.src.api == "v4"
-                                  and self.cfg.read == "traces")
+            table = self._records(items, where)
             if self.state is not None:
                 self.state.spool_table(spool_name(st.key, page), table)
             self._emit(table)
@@ -621,17 +620,18 @@ class _Reader:
         self._page_rejects = None
         self._progress()
 
-    def _records(self, items: list[Any], where: str, as_trace: bool,
+    def _records(self, items: list[Any], where: str,
                  extra: Mapping[str, Any] | None = None) -> pa.Table:
+        traces = self.cfg.read == "traces"
         rows = []
         for i, raw in enumerate(items):
             try:
                 if not isinstance(raw, Mapping):
                     raise ValueError(f"expected an object, got {type(raw).__name__}")
-                if self.src.api == "v3" and self.cfg.read == "traces":
+                if traces and self.src.api == "v3":
                     row = mapping.trace_record(raw)
-                else:
-                    row = mapping.observation_record(raw, as_trace=as_trace, extra=extra)
+                else:  # v4 reads a trace as its root observation
+                    row = mapping.observation_record(raw, as_trace=traces, extra=extra)
                 for col, get, coerce in self.custom:
                     value = get(raw)
                     if value is not None:
@@ -731,8 +731,7 @@ class _Reader:
                 self.counts["scores_out_of_scope"] += len(targets.pop(obs_id))
         if in_scope:
             await self._add_trace_context(in_scope)
-            table = self._records(in_scope, "observation by id", as_trace=False,
-                                  extra={"resolved_by_id": True})
+            table = self._records(in_scope, "observation by id", extra={"resolved_by_id": True})
             self.counts["resolved_by_id"] += table.num_rows
             self._emit(table)
 
