@@ -534,10 +534,8 @@ class _Reader:
                 body = await self.client.get(st.path, {**st.params, "page": page,
                                                        "limit": limit})
             except TooHeavy as exc:
-                if limit == 1:
-                    raise _StreamFailed(f"{exc} even with limit=1") from None
                 out.extend(await self._range(st, max(first, (page - 1) * limit),
-                                             min(stop, page * limit), limit // 2))
+                                             min(stop, page * limit), _halved(limit, exc)))
                 continue
             data = _data(body, st.path)
             meta = body.get("meta") or {}
@@ -581,9 +579,7 @@ class _Reader:
                 body = await self.client.get(st.path, {**st.params, "limit": limit,
                                                        "cursor": cursor})
             except TooHeavy as exc:
-                if limit == 1:
-                    raise _StreamFailed(f"{exc} even with limit=1") from None
-                limit //= 2
+                limit = _halved(limit, exc)
                 continue
             return body, limit
 
@@ -821,6 +817,14 @@ async def _all(coros: Iterable[Coroutine[Any, Any, None]]) -> None:
 
 class _StreamFailed(Exception):
     """A listing cannot go on (422 at the smallest page, a response without its metadata)."""
+
+
+def _halved(limit: int, exc: TooHeavy) -> int:
+    """The page size to ask for after a 422 at ``limit``; a listing that is too heavy even
+    one item at a time cannot go on."""
+    if limit == 1:
+        raise _StreamFailed(f"{exc} even with limit=1") from None
+    return limit // 2
 
 
 def _data(body: Any, path: str) -> list[Any]:
