@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import EvalkitError
-from evalkit.sources.langfuse.client import refuse_keys_in_config
+from evalkit.sources.langfuse.client import (
+    AuthError,
+    LangfuseClient,
+    NotFound,
+    TooHeavy,
+    refuse_keys_in_config,
+    resolve_host,
+)
 
 ID_SCOPES = ("run", "experiment")
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/evalkit/evalkit#langfuse-score")
@@ -182,8 +189,6 @@ class LangfuseSink:
 
     def push(self, run_dir: Path) -> dict[str, Any]:
         """Send the run's judgments; return what was pushed, skipped and failed."""
-        from evalkit.sources.langfuse.client import resolve_host
-
         manifest, rows = _read_run(Path(run_dir))
         host = resolve_host(self.config.host or _source_host(manifest))
         send, skipped, failed = self.scores(manifest, rows)
@@ -195,8 +200,6 @@ class LangfuseSink:
 
     async def _send(self, host: str, send: list[tuple[dict[str, Any], dict[str, Any]]]
                     ) -> tuple[int, list[dict[str, str]]]:
-        from evalkit.sources.langfuse.client import AuthError, LangfuseClient, NotFound, TooHeavy
-
         cfg = self.config
         failures: list[dict[str, str]] = []
         pushed = 0
