@@ -20,7 +20,7 @@ from evalkit.judges.llm._engine import (
     get_engine,
     resolve_endpoint,
 )
-from evalkit.judges.llm._pricing import token_prices
+from evalkit.judges.llm._pricing import call_cost, token_prices
 from evalkit.judges.llm._progress import JudgeProgress
 from evalkit.judges.llm._prompt import approx_tokens
 
@@ -239,7 +239,7 @@ class LlmJudge:
             calls += 1
             input_tokens += approx_tokens(call.messages)
         output_tokens = calls * self.output_tokens_per_call
-        prices = self.prices or token_prices(self.config.model)
-        cost = None if prices is None else input_tokens * prices[0] + output_tokens * prices[1]
+        cost = call_cost(self.prices or token_prices(self.config.model), input_tokens,
+                         output_tokens)
         return {"calls": calls, "cached_calls": cached, "input_tokens": input_tokens,
                 "output_tokens": output_tokens, "cost_usd": cost}
