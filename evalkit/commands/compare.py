@@ -136,10 +136,11 @@ def _samples(ids: list[str], n_boot: int, seed: int) -> Iterator[Any]:
     import numpy as np
     import pyarrow as pa
 
-    rng = np.random.default_rng(seed)
+    from evalkit.metrics._stats import resample_indices
+
     arr = np.array(ids, dtype=object)
-    for _ in range(n_boot):
-        picked = np.sort(rng.integers(0, len(ids), size=len(ids)))
+    for picked in (np.sort(row) for block in resample_indices(len(ids), n_boot, seed)
+                   for row in block):
         # the k-th draw of the same record becomes copy k, so copies keep distinct ids
         same = np.r_[False, picked[1:] == picked[:-1]]
         run_start = np.flatnonzero(~same)
@@ -159,6 +160,8 @@ def compare(run_a: Path, run_b: Path, n_boot: int = 200, seed: int = 0,
     difference B − A, its paired-bootstrap interval and whether that excludes 0."""
     import numpy as np
     import pyarrow as pa
+
+    from evalkit.metrics._stats import percentile_interval
 
     with tempfile.TemporaryDirectory(prefix="evalkit-compare-") as tmp:
         a, b = _Run(run_a, Path(tmp) / "a"), _Run(run_b, Path(tmp) / "b")
@@ -197,8 +200,8 @@ def compare(run_a: Path, run_b: Path, n_boot: int = 200, seed: int = 0,
                                "ci_low": None, "ci_high": None, "significant": None,
                                "n_shared": len(shared), "n_resamples": len(deltas[key])}
         if row["delta"] is not None and len(deltas[key]) >= 2:
-            lo, hi = np.quantile(deltas[key], [alpha, 1 - alpha])
-            row.update(ci_low=float(lo), ci_high=float(hi), significant=bool(lo > 0 or hi < 0))
+            lo, hi = percentile_interval(np.array(deltas[key]), alpha)
+            row.update(ci_low=lo, ci_high=hi, significant=bool(lo > 0 or hi < 0))
         rows.append(row)
     return rows
 
