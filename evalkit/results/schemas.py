@@ -11,10 +11,10 @@ Denominators carried by each metric row:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -47,10 +47,11 @@ JUDGMENT_ORIGINS = ("computed", "imported", "cache")
 
 
 def json_text(value: Any) -> str | None:
-    """JSON text for a ``details``/``metadata`` cell; strings pass through unchanged."""
-    if value is None or isinstance(value, str):
+    """Compact JSON text for a cell (``details``, ``metadata``, an object-valued output);
+    strings and ``None`` pass through unchanged."""
+    if value is None or type(value) is str:
         return value
-    return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def conform(

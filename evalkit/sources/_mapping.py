@@ -19,7 +19,7 @@ import pyarrow as pa
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError
 from evalkit.paths import getter
-from evalkit.results.schemas import RECORDS
+from evalkit.results.schemas import RECORDS, json_text
 
 # columns a source may fill (the rest belong to the runner and the filters)
 MAPPABLE = [f.name for f in RECORDS if f.name not in ("run_id", "excluded_by", "exclude_reason")]
@@ -31,13 +31,6 @@ Where = tuple[FileRef, int]  # (file, line number): formatted only when a row is
 def location(where: Where) -> str:
     """``path:line`` for a reject."""
     return f"{where[0][0]}:{where[1]}"
-
-
-def json_text(value: Any) -> str:
-    """Compact JSON text of a parsed value (strings pass through)."""
-    if type(value) is str:
-        return value
-    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class BadValue(ValueError):
