@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
+from evalkit.results.writer import write_parquet
+from evalkit.runner.pipeline import _metrics_connection
 
 
 def connect(records: Iterable[Mapping[str, Any]],
@@ -25,6 +28,22 @@ def connect(records: Iterable[Mapping[str, Any]],
     con.execute("CREATE VIEW judgments AS SELECT * FROM judgments_t")
     con.execute("CREATE VIEW included AS SELECT * FROM records WHERE excluded_by IS NULL")
     return con
+
+
+def run_dir_connection(run_dir: Path, records: Iterable[Mapping[str, Any]],
+                       judgments: Iterable[Mapping[str, Any]]) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection over a run directory (``run_dir``, which gets ``records.parquet``
+    and ``judgments/part-00000.parquet``) holding these rows, opened as the runner opens it."""
+    write_parquet(conform(list(records), RECORDS), run_dir / "records.parquet")
+    (run_dir / "judgments").mkdir()
+    write_parquet(conform(list(judgments), JUDGMENTS),
+                  run_dir / "judgments" / "part-00000.parquet")
+    return _metrics_connection(run_dir)
+
+
+def rows_by(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Metric rows keyed by (metric, slice)."""
+    return {(r["metric"], r["slice"]): r for r in rows}
 
 
 def by_metric(rows: list[dict[str, Any]], slice_: str = "all") -> dict[str, dict[str, Any]]:

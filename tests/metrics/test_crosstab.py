@@ -3,17 +3,8 @@ import pytest
 from evalkit.config import instance
 from evalkit.errors import ConfigError
 from evalkit.metrics.crosstab import CrosstabConfig, CrosstabMetric
-from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
-from evalkit.results.writer import write_parquet
-from evalkit.runner.pipeline import _metrics_connection
-
-
-def connect(tmp_path, records, judgments):
-    write_parquet(conform(records, RECORDS), tmp_path / "records.parquet")
-    (tmp_path / "judgments").mkdir()
-    write_parquet(conform(judgments, JUDGMENTS), tmp_path / "judgments" / "part-00000.parquet")
-    return _metrics_connection(tmp_path)
-
+from tests.metrics.run_tables import rows_by
+from tests.metrics.run_tables import run_dir_connection as connect
 
 # 6 ERROR records (all flagged), 4 DEFAULT (1 flagged), 1 DEFAULT with no verdict
 RECS = [{"record_id": str(i), "level": "ERROR" if i < 6 else "DEFAULT",
@@ -24,10 +15,6 @@ HALL = [{"record_id": str(i), "judge": "H", "value": 0.9 if i < 7 else 0.1, "sta
 MODES = [{"record_id": str(i), "judge": "fm", "status": "ok",
           "label": "pipeline_failure" if i < 6 else "prompt_echo" if i == 6 else "undecided"}
          for i in range(11)]
-
-
-def rows_by(rows):
-    return {(r["metric"], r["slice"]): r for r in rows}
 
 
 def test_flag_by_level(tmp_path):

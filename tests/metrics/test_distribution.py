@@ -4,27 +4,14 @@ import pytest
 from evalkit.config import instance
 from evalkit.errors import ConfigError
 from evalkit.metrics.distribution import DistributionConfig, DistributionMetric
-from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
-from evalkit.results.writer import write_parquet
-from evalkit.runner.pipeline import _metrics_connection
-
-
-def connect(tmp_path, records, judgments):
-    write_parquet(conform(records, RECORDS), tmp_path / "records.parquet")
-    (tmp_path / "judgments").mkdir()
-    write_parquet(conform(judgments, JUDGMENTS), tmp_path / "judgments" / "part-00000.parquet")
-    return _metrics_connection(tmp_path)
-
+from tests.metrics.run_tables import rows_by
+from tests.metrics.run_tables import run_dir_connection as connect
 
 VALUES = [i / 99 for i in range(100)]
 RECS = [{"record_id": str(i), "model": "a" if i % 2 else "b", "latency_s": float(i),
          "excluded_by": "f" if i >= 90 else None} for i in range(100)]
 JUDG = [{"record_id": str(i), "judge": "J", "value": v, "status": "ok"}
         for i, v in enumerate(VALUES)]
-
-
-def rows_by(rows):
-    return {(r["metric"], r["slice"]): r for r in rows}
 
 
 def test_judge_values_over_included_records(tmp_path):

@@ -6,18 +6,8 @@ import pytest
 from evalkit.metrics._judged import JudgeMetricConfig
 from evalkit.metrics._stats import _resampled, bootstrap_ci, mean_ci
 from evalkit.metrics.mean import MeanMetric
-from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
-from evalkit.results.writer import write_parquet
-from evalkit.runner.pipeline import _metrics_connection
-
-
-def connect(tmp_path, records, judgments):
-    """A DuckDB connection over a run directory holding these rows, as the runner opens it."""
-    write_parquet(conform(records, RECORDS), tmp_path / "records.parquet")
-    (tmp_path / "judgments").mkdir()
-    write_parquet(conform(judgments, JUDGMENTS), tmp_path / "judgments" / "part-00000.parquet")
-    return _metrics_connection(tmp_path)
-
+from tests.metrics.run_tables import rows_by
+from tests.metrics.run_tables import run_dir_connection as connect
 
 RECORDS_ROWS = [
     {"record_id": "a", "model": "m1"},
@@ -35,10 +25,6 @@ JUDG = [
     {"record_id": "d", "judge": "H", "value": None, "status": "error", "error": "timeout"},
     {"record_id": "e", "judge": "H", "value": 0.9, "status": "ok"},
 ]
-
-
-def rows_by(rows):
-    return {(r["metric"], r["slice"]): r for r in rows}
 
 
 def test_raw_filtered_and_filter_effect(tmp_path):

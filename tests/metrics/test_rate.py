@@ -3,27 +3,14 @@ import pytest
 from evalkit.config import instance
 from evalkit.errors import ConfigError
 from evalkit.metrics.rate import RateConfig, RateMetric
-from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
-from evalkit.results.writer import write_parquet
-from evalkit.runner.pipeline import _metrics_connection
-
-
-def connect(tmp_path, records, judgments):
-    write_parquet(conform(records, RECORDS), tmp_path / "records.parquet")
-    (tmp_path / "judgments").mkdir()
-    write_parquet(conform(judgments, JUDGMENTS), tmp_path / "judgments" / "part-00000.parquet")
-    return _metrics_connection(tmp_path)
-
+from tests.metrics.run_tables import rows_by
+from tests.metrics.run_tables import run_dir_connection as connect
 
 RECS = [{"record_id": str(i), "level": "ERROR" if i < 4 else "DEFAULT",
          "excluded_by": "pipeline_failure" if i < 4 else None} for i in range(10)]
 JUDG = [{"record_id": str(i), "judge": "H", "value": 0.95 if i < 7 else 0.1,
          "passed": i >= 7, "label": "failure" if i < 2 else "ok", "status": "ok"}
         for i in range(10)]
-
-
-def rows_by(rows):
-    return {(r["metric"], r["slice"]): r for r in rows}
 
 
 def test_threshold_passed_and_labels(tmp_path):
