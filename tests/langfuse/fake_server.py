@@ -401,14 +401,30 @@ class FakeLangfuse:
         return web.json_response({"message": "This endpoint is not available in Langfuse v4 "
                                   "(events_only mode)"}, status=404)
 
-    def _page_params(self, q: dict[str, Any]) -> tuple[int, int] | web.Response:
-        page, limit = int(q.get("page", 1)), int(q.get("limit", 50))
-        if limit > 100 or limit < 1 or page < 1:
+    def _limit(self, q: dict[str, Any], maximum: int) -> int | web.Response:
+        """The ``limit`` a list request asks for, or the answer refusing it: 400 outside
+        1..``maximum``, 422 (too heavy) above ``heavy_limit``."""
+        limit = int(q.get("limit", 50))
+        if limit > maximum or limit < 1:
             return web.json_response({"message": "Invalid request data",
                                       "error": [{"path": ["limit"]}]}, status=400)
         if self.heavy_limit is not None and limit > self.heavy_limit:
             return web.json_response({"error": "Request timed out"}, status=422)
-        return page, limit
+        return limit
+
+    def _paged(self, request: web.Request
+               ) -> tuple[dict[str, Any], int, int] | web.Response:
+        """A page-based (v3) list request as (query, page, limit), or the answer refusing it
+        (404 on v4, 400 on a bad page or limit, 422 when too heavy)."""
+        if self.generation == "v4":
+            return self._gone()
+        q = _query(request)
+        page = int(q.get("page", 1))
+        if page < 1:
+            return web.json_response({"message": "Invalid request data",
+                                      "error": [{"path": ["page"]}]}, status=400)
+        limit = self._limit(q, 100)
+        return limit if isinstance(limit, web.Response) else (q, page, limit)
 
     @staticmethod
     def _page(items: list[Any], page: int, limit: int) -> tuple[list[Any], dict[str, Any]]:
@@ -422,12 +438,10 @@ class FakeLangfuse:
         return self._json({"status": "OK", "version": version}, "HealthResponse")
 
     async def _traces(self, request: web.Request) -> web.Response:
-        if self.generation == "v4":
-            return self._gone()
-        q = _query(request)
-        pl = self._page_params(q)
-        if isinstance(pl, web.Response):
-            return pl
+        paged = self._paged(request)
+        if isinstance(paged, web.Response):
+            return paged
+        q, page, limit = paged
         start = parse(q["fromTimestamp"]) if q.get("fromTimestamp") else None
         end = parse(q["toTimestamp"]) if q.get("toTimestamp") else None
         tags = set(q.get("tags", []))
@@ -449,24 +463,22 @@ class FakeLangfuse:
                  and (not q.get("environment") or t.get("environment") in q["environment"])]
         items.sort(key=lambda t: (t["timestamp"], t["id"]), reverse=True)
         groups = set((q.get("fields") or "core,io,scores,observations,metrics").split(","))
-        data, meta = self._page(items, *pl)
+        data, meta = self._page(items, page, limit)
         return self._json({"data": [self.render_trace(t, groups) for t in data], "meta": meta},
                           "Traces")
 
     async def _observations_v1(self, request: web.Request) -> web.Response:
-        if self.generation == "v4":
-            return self._gone()
-        q = _query(request)
-        pl = self._page_params(q)
-        if isinstance(pl, web.Response):
-            return pl
+        paged = self._paged(request)
+        if isinstance(paged, web.Response):
+            return paged
+        q, page, limit = paged
         key = json.dumps({k: v for k, v in q.items() if k not in ("page", "limit")},
                          sort_keys=True)
         self._index()
         items = self._cache.get(key)
         if items is None:  # the count query is what makes real page-based reads slow
             items = self._cache[key] = self.list_observations(q, v2=False)
-        data, meta = self._page(items, *pl)
+        data, meta = self._page(items, page, limit)
         if self.validator is None:
             return self._prerendered([(o, ("v1",), self.render_v1) for o in data], meta)
         return self._json({"data": [self.render_v1(o) for o in data], "meta": meta},
@@ -484,14 +496,12 @@ class FakeLangfuse:
         if self.generation == "v3" and not self.v2_opt_in:
             return web.json_response({"message": "Not found"}, status=404)
         q = _query(request)
-        limit = int(q.get("limit", 50))
-        if limit > 1000 or limit < 1:
-            return web.json_response({"message": "Invalid request data"}, status=400)
-        if self.heavy_limit is not None and limit > self.heavy_limit:
-            return web.json_response({"error": "Request timed out"}, status=422)
+        limit = self._limit(q, 1000)
+        if isinstance(limit, web.Response):
+            return limit
         after = None
         if q.get("cursor"):
-            pos = json.loads(base64.urlsafe_b64decode(q["cursor"]))
+            pos = _position(q["cursor"])
             after = (pos["t"], pos["id"])
         items = self.list_observations(q, v2=True, after=after, limit=limit + 1)
         more = len(items) > limit
@@ -499,8 +509,8 @@ class FakeLangfuse:
         meta: dict[str, Any] = {}
         if more:
             last = items[-1]
-            meta["cursor"] = base64.urlsafe_b64encode(json.dumps(
-                {"t": parse(last["startTime"]).timestamp(), "id": last["id"]}).encode()).decode()
+            meta["cursor"] = _cursor({"t": parse(last["startTime"]).timestamp(),
+                                      "id": last["id"]})
         groups = set((q.get("fields") or "core,basic").split(","))
         expand = set((q.get("expandMetadata") or "").split(","))
         if self.validator is None:  # benchmarks: the fake's CPU must not be what is measured
@@ -511,33 +521,28 @@ class FakeLangfuse:
                            "meta": meta}, "ObservationsV2Response")
 
     async def _scores_v2(self, request: web.Request) -> web.Response:
-        if self.generation == "v4":
-            return self._gone()
-        q = _query(request)
-        pl = self._page_params(q)
-        if isinstance(pl, web.Response):
-            return pl
-        data, meta = self._page(self.list_scores(q), *pl)
+        paged = self._paged(request)
+        if isinstance(paged, web.Response):
+            return paged
+        q, page, limit = paged
+        data, meta = self._page(self.list_scores(q), page, limit)
         return self._json({"data": [self.render_score_v2(s) for s in data], "meta": meta},
                           "GetScoresResponse")
 
     async def _scores_v3(self, request: web.Request) -> web.Response:
         q = _query(request)
-        limit = int(q.get("limit", 50))
-        if limit > 100 or limit < 1:
-            return web.json_response({"message": "Invalid request data"}, status=400)
-        if self.heavy_limit is not None and limit > self.heavy_limit:
-            return web.json_response({"error": "Request timed out"}, status=422)
+        limit = self._limit(q, 100)
+        if isinstance(limit, web.Response):
+            return limit
         items = self.list_scores(q)
         if q.get("cursor"):
-            pos = json.loads(base64.urlsafe_b64decode(q["cursor"]))
+            pos = _position(q["cursor"])
             items = [s for s in items if (s["timestamp"], s["id"]) < (pos["ts"], pos["id"])]
         page = items[:limit]
         meta: dict[str, Any] = {"limit": limit}
         if len(items) > limit:
             last = page[-1]
-            meta["cursor"] = base64.urlsafe_b64encode(json.dumps(
-                {"ts": last["timestamp"], "id": last["id"]}).encode()).decode()
+            meta["cursor"] = _cursor({"ts": last["timestamp"], "id": last["id"]})
         groups = set((q.get("fields") or "").split(","))
         return self._json({"data": [self.render_score_v3(s, groups) for s in page],
                            "meta": meta}, "GetScoresV3Response")
@@ -627,6 +632,15 @@ def _query(request: web.Request) -> dict[str, Any]:
         else:
             query[k] = v
     return query
+
+
+def _cursor(position: dict[str, Any]) -> str:
+    """An opaque cursor holding where the next page starts."""
+    return base64.urlsafe_b64encode(json.dumps(position).encode()).decode()
+
+
+def _position(cursor: str) -> dict[str, Any]:
+    return json.loads(base64.urlsafe_b64decode(cursor))
 
 
 def _raw(value: Any) -> str | None:
