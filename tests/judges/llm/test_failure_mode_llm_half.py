@@ -3,13 +3,12 @@ to the model, through the real HTTP path to the fake server."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from fake_llm_server import Reply
+from llm_helpers import judge, records
 
 from evalkit.judges.failure_mode import FailureModeConfig, FailureModeJudge
-from evalkit.results.schemas import RECORDS, conform
 
 PROMPT = "Post a comment on the ticket, then upvote it and update the timestamp."
 RECORDS_ROWS = [
@@ -22,12 +21,10 @@ RECORDS_ROWS = [
 ]
 
 
-def _run(ctx, url: str) -> list[dict]:
+def _run(ctx, url: str) -> dict[str, dict]:
     cfg = FailureModeConfig(model="openai/judge-model", llm={"api_base": url, "progress": False})
     cfg.validate()
-    judge = FailureModeJudge("failure_mode", cfg, ctx)
-    table = conform(RECORDS_ROWS, RECORDS)
-    rows = asyncio.run(judge.ajudge(table))
+    rows = judge(FailureModeJudge("failure_mode", cfg, ctx), records(*RECORDS_ROWS))
     return {r["record_id"]: r for r in rows}
 
 
