@@ -28,6 +28,7 @@ from evalkit.metrics._signals import (
     mean_row,
     metadata_value,
     parse_spec,
+    passage_ids,
     reasons,
 )
 
@@ -182,14 +183,10 @@ class ContextRecallMetric:
                 if not relevant:
                     why[i] = "no relevant passage exists for this query (recall undefined)"
                     continue
-                if cfg.ids == "position":
-                    retrieved = {str(k) for k in range(1, len(passages or []) + 1)}
-                else:
-                    got = metadata_value(meta, cfg.ids)
-                    if not isinstance(got, list):
-                        why[i] = f"no list of retrieved ids at {cfg.ids}"
-                        continue
-                    retrieved = {str(x) for x in got}
+                retrieved = passage_ids(passages, meta, cfg.ids)
+                if retrieved is None:
+                    why[i] = f"no list of retrieved ids at {cfg.ids}"
+                    continue
                 wanted = {str(x) for x in relevant}
                 values[i] = len(wanted & retrieved) / len(wanted)
         return _rows(self.name, table, values, why, cfg,

@@ -245,3 +245,12 @@ def metadata_value(metadata: str | None, path: str) -> Any:
     """The value at dotted ``path`` (``metadata.a.b``, first part ``metadata``) of a record's
     metadata JSON, or None."""
     return value_at(metadata, path.split(".", 1)[1]) if "." in path else None
+
+
+def passage_ids(context: list[str] | None, metadata: str | None, how: str) -> set[str] | None:
+    """The ids of a record's retrieved passages: ``position`` (1-based indices into
+    ``context``) or the list at ``metadata.<path>``; None when that is not a list."""
+    if how == "position":
+        return {str(i) for i in range(1, len(context or []) + 1)}
+    ids = metadata_value(metadata, how)
+    return {str(x) for x in ids} if isinstance(ids, list) else None

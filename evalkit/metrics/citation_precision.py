@@ -27,6 +27,7 @@ from evalkit.metrics._signals import (
     fetch,
     index_slices,
     metric_row,
+    passage_ids,
 )
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -76,18 +77,6 @@ def check_citation_settings(pattern: str, ids: str) -> None:
     if ids != "position" and not ids.startswith("metadata."):
         raise ValueError(f"ids: {ids!r} is neither position nor metadata.<path> (a "
                          "list of passage ids aligned with context)")
-
-
-def _passage_ids(context: list[str] | None, metadata: str | None, how: str) -> set[str] | str:
-    """The ids a citation may name, or why they are unknown."""
-    if how == "position":
-        return {str(i) for i in range(1, len(context or []) + 1)}
-    obj: Any = json.loads(metadata) if metadata else None
-    for part in how.split(".")[1:]:
-        obj = obj.get(part) if isinstance(obj, dict) else None
-    if not isinstance(obj, list):
-        return f"{how} is not a list of passage ids"
-    return {str(x) for x in obj}
 
 
 def _supported(valid: list[Citation], status: str | None, value: float | None,
@@ -148,9 +137,9 @@ class CitationPrecisionMetric:
         details = table.column("s__details").to_pylist() if specs else [None] * n
         for i in range(n):
             cites = extract_citations(outputs[i] or "", cfg.pattern)
-            ids = _passage_ids(contexts[i], metas[i], cfg.ids)
-            if isinstance(ids, str):
-                problems[i] = ids
+            ids = passage_ids(contexts[i], metas[i], cfg.ids)
+            if ids is None:
+                problems[i] = f"{cfg.ids} is not a list of passage ids"
                 continue
             valid = [c for c in cites if c.id in ids]
             cited[i], valid_n[i] = len(cites), len(valid)

@@ -69,10 +69,15 @@ def test_ids_from_metadata_and_bad_metadata():
     records = [{"record_id": "a", "output": "See [doc7] and [doc9].", "context": CONTEXT,
                 "metadata": json.dumps({"ids": ["doc7", "doc8"]})},
                {"record_id": "b", "output": "See [doc7].", "context": CONTEXT,
-                "metadata": json.dumps({"ids": "doc7"})}]
-    rows = run(records, ids="metadata.ids")
+                "metadata": json.dumps({"ids": "doc7"})},
+               # metadata that is not JSON: that record's ids are unknown, not a crash
+               {"record_id": "c", "output": "See [doc7].", "context": CONTEXT,
+                "metadata": "{ids: doc7"}]
+    rows = run(records[:2], ids="metadata.ids")
     assert rows["cite.id_valid"]["value"] == 0.5
     assert rows["cite.id_valid"]["details"]["n_records_ids_unknown"] == 1
+    rows = run(records, ids="metadata.ids")
+    assert rows["cite.id_valid"]["details"]["n_records_ids_unknown"] == 2
 
 
 def test_empty_and_no_citations():
