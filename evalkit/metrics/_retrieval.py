@@ -13,7 +13,6 @@ from relevance labels carried by the records or from a judge over the retrieved 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ from evalkit.metrics._signals import (
     passage_ids,
     reasons,
 )
+from evalkit.paths import value_at
 
 
 def _check_source(value: str, key: str) -> None:
@@ -38,13 +38,6 @@ def _check_source(value: str, key: str) -> None:
         parse_spec(value, key)
     elif not value.startswith("metadata."):
         raise ValueError(f"{key}: {value!r} is neither metadata.<path> nor judge:NAME")
-
-
-def _judge_details(details: str | None, key: str) -> Any:
-    try:
-        return (json.loads(details) or {}).get(key) if details else None
-    except (ValueError, AttributeError):
-        return None
 
 
 @dataclass(frozen=True)
@@ -116,7 +109,7 @@ class ContextPrecisionMetric:
                 if status[i] != "ok":
                     why[i] = f"judgment status {status[i] or 'missing'}"
                     continue
-                raw = _judge_details(details[i], "relevance")
+                raw = value_at(details[i], "relevance")
             else:
                 raw = metadata_value(metas[i], cfg.relevance)
             labels = _labels(raw, len(passages), cfg.threshold)

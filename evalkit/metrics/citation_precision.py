@@ -12,7 +12,6 @@ main value is undefined, not the id-level share."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from evalkit.metrics._signals import (
     metric_row,
     passage_ids,
 )
+from evalkit.paths import value_at
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -87,10 +87,7 @@ def _supported(valid: list[Citation], status: str | None, value: float | None,
     if status != "ok":
         return None
     verdicts: dict[str, list[bool]] = {}
-    try:
-        entries = (json.loads(details) or {}).get("citations") if details else None
-    except (ValueError, AttributeError):
-        entries = None
+    entries = value_at(details, "citations")
     if isinstance(entries, list):
         for e in entries:
             if isinstance(e, dict) and "id" in e and isinstance(e.get("supported"), bool):
