@@ -39,7 +39,8 @@ class Reply:
     logprobs: list[dict[str, Any]] | None = None
 
 
-def _block(text: str, tag: str) -> str:
+def block(text: str, tag: str) -> str:
+    """The unescaped content of the first ``<tag>`` block of a prompt ("" when absent)."""
     m = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", text, re.DOTALL)
     return html.unescape(m.group(1)) if m else ""
 
@@ -58,7 +59,7 @@ def rule_based_answer(body: dict[str, Any]) -> str:
     msgs = body["messages"]
     system = msgs[0]["content"]
     user = msgs[1]["content"] if len(msgs) > 1 else ""
-    output = _block(user, "output")
+    output = block(user, "output")
     context = " ".join(html.unescape(p) for p in re.findall(
         r'<passage index="\d+">\n(.*?)\n</passage>', user, re.DOTALL))
     if "design evaluation procedures" in system:
@@ -82,16 +83,16 @@ def rule_based_answer(body: dict[str, Any]) -> str:
             answers.append({"index": int(index), "answer": verdict})
         answer = {"answers": answers}
     elif "evaluator of hallucination" in system:
-        grounded = _support(output, context or _block(user, "input")) >= 0.6
+        grounded = _support(output, context or block(user, "input")) >= 0.6
         if '"hallucinated"' in system:
             answer = {"reasoning": "rule-based", "hallucinated": not grounded}
         else:
             answer = {"reasoning": "rule-based", "score": 0.0 if grounded else 1.0}
     elif "correctness of an AI output" in system:
-        same = _words(output) == _words(_block(user, "reference"))
+        same = _words(output) == _words(block(user, "reference"))
         answer = {"reasoning": "rule-based", "verdict": "correct" if same else "incorrect"}
     elif "diagnose why" in system:
-        obs = _block(user, "observation")
+        obs = block(user, "observation")
         answer = {"label": "pipeline_failure" if "ERROR" in obs else "other",
                   "explanation": "rule-based"}
     elif "compare two AI responses" in system:

@@ -9,7 +9,7 @@ import json
 import re
 
 import pytest
-from fake_llm_server import Reply
+from fake_llm_server import Reply, block
 from llm_helpers import judge, make, records
 
 from evalkit.judges.llm import _prompt as P
@@ -37,11 +37,6 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z]+", html.unescape(text).lower()) if len(w) > 3}
 
 
-def _block(user: str, tag: str) -> str:
-    m = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", user, re.DOTALL)
-    return html.unescape(m.group(1)) if m else ""
-
-
 def word_model(body: dict) -> str:
     """A fake judge. Relevance: the passage shares a long word with the question (besides
     'what'). Recall: each reference sentence is attributed when its long words all occur in
@@ -50,10 +45,10 @@ def word_model(body: dict) -> str:
     passages = _PASSAGE.findall(user)
     if "atomic statements" in system:
         context = set().union(*(_words(p) for _, p in passages))
-        sentences = [s.strip() for s in _block(user, "reference").split(".") if s.strip()]
+        sentences = [s.strip() for s in block(user, "reference").split(".") if s.strip()]
         return json.dumps({"statements": [{"statement": s, "attributed": _words(s) <= context}
                                           for s in sentences]})
-    question = _words(_block(user, "question")) - {"what"}
+    question = _words(block(user, "question")) - {"what"}
     return json.dumps({"passages": [{"index": int(i), "relevant": bool(question & _words(p))}
                                     for i, p in passages]})
 
