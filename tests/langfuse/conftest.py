@@ -30,7 +30,7 @@ FROM, TO = "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z"
 def _serve(generation: str, monkeypatch: pytest.MonkeyPatch, n_traces: int = 40,
            **kwargs: Any) -> Iterator[FakeLangfuse]:
     server = FakeLangfuse(generation, **kwargs)
-    server.info = make_dataset(server, n_traces, *WINDOW)  # type: ignore[attr-defined]
+    server.info = make_dataset(server, n_traces, *WINDOW)
     url = server.start()
     monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)

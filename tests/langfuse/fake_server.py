@@ -132,6 +132,7 @@ class FakeLangfuse:
         self.received: list[dict[str, Any]] = []  # accepted POST /scores bodies
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
         self.violations: list[str] = []
+        self.info: dict[str, Any] = {}  # what make_dataset built, for the tests to check
         self._sorted: list[tuple[float, str]] = []
         self._dirty = True
         self._cache: dict[str, list[dict[str, Any]]] = {}

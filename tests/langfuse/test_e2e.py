@@ -28,7 +28,7 @@ def _evalkit(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_read_filter_judge_push(fake: FakeLangfuse, tmp_path: Path) -> None:
-    kinds = fake.info["kinds"]  # type: ignore[attr-defined]
+    kinds = fake.info["kinds"]
     done = _evalkit(["run", "+experiment=langfuse_audit", f"source.from_time={FROM}",
                      f"source.to_time={TO}", "source.resolve_retry_s=0", "runner.run_id=e2e",
                      "+sinks.langfuse.plugin=langfuse"], tmp_path)
@@ -111,7 +111,7 @@ def test_a_failing_sink_leaves_the_run_ok(fake_v4: FakeLangfuse, tmp_path: Path)
                      "+sinks.langfuse.plugin=langfuse", "+sinks.langfuse.max_retries=0",
                      "+sinks.langfuse.host=http://127.0.0.1:9"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    kinds = fake_v4.info["kinds"]  # type: ignore[attr-defined]
+    kinds = fake_v4.info["kinds"]
     scores = 2 * sum(k not in FAILED_KINDS for k in kinds.values())  # two judges
     assert f"sink langfuse: {scores} item(s) failed" in done.stderr
     manifest = json.loads((tmp_path / "runs" / "langfuse_audit" / "r" / "manifest.json")

@@ -28,7 +28,7 @@ def test_records_map_the_same_on_both_generations(fake_v3: FakeLangfuse,
     v4 = read_all(tmp_path / "b", host=fake_v4.url)
     assert (v3.fingerprint["api"], v4.fingerprint["api"]) == ("v3", "v4")
     a, b = v3.by_id(), v4.by_id()
-    assert a.keys() == b.keys() == fake_v3.info["kinds"].keys()  # type: ignore[attr-defined]
+    assert a.keys() == b.keys() == fake_v3.info["kinds"].keys()
     for rid, rec in a.items():
         other = b[rid]
         assert {k: v for k, v in rec.items() if k != "metadata"} == \
@@ -47,7 +47,7 @@ def test_records_map_the_same_on_both_generations(fake_v3: FakeLangfuse,
 
 
 def test_mapping_feeds_pipeline_failure(fake: FakeLangfuse, tmp_path: Path) -> None:
-    kinds = fake.info["kinds"]  # type: ignore[attr-defined]
+    kinds = fake.info["kinds"]
     records = read_all(tmp_path).by_id()
     for rid, rec in records.items():
         kind = kinds[rid]
@@ -73,7 +73,7 @@ def test_mapping_feeds_pipeline_failure(fake: FakeLangfuse, tmp_path: Path) -> N
 
 def test_scores_become_imported_judgments(fake: FakeLangfuse, tmp_path: Path) -> None:
     read = read_all(tmp_path)
-    kinds = fake.info["kinds"]  # type: ignore[attr-defined]
+    kinds = fake.info["kinds"]
     by_judge: dict[str, list[dict]] = {}
     for j in read.imported:
         assert j["origin"] == "imported" and j["record_id"] in kinds
@@ -108,7 +108,7 @@ def test_traces(fake: FakeLangfuse, tmp_path: Path) -> None:
 
 
 def test_filters(fake: FakeLangfuse, tmp_path: Path) -> None:
-    kinds = fake.info["kinds"]  # type: ignore[attr-defined]
+    kinds = fake.info["kinds"]
     beta = read_all(tmp_path / "a", tags=["beta"], import_scores=False).by_id()
     assert beta and all(int(r.split("-")[1]) % 3 == 0 for r in beta)
     assert any("filter" in q for _, path, q in fake.requests if path == _obs_path(fake))
@@ -135,7 +135,7 @@ def test_too_heavy_halves_the_page_size(fake: FakeLangfuse, tmp_path: Path) -> N
     read = read_all(tmp_path, shards=1)
     assert read.fingerprint["stats"]["too_heavy"] > 0
     assert read.fingerprint["complete"]
-    assert sorted(read.by_id()) == sorted(fake.info["kinds"])  # type: ignore[attr-defined]
+    assert sorted(read.by_id()) == sorted(fake.info["kinds"])
     assert read.fingerprint["stats"]["duplicates"] == 0
 
 
@@ -183,7 +183,7 @@ def test_resume_after_interruption(fake: FakeLangfuse, tmp_path: Path) -> None:
     # found by the first read, kept for the run that completes it
     [reject] = [r for r in read.rejects if r["reason"].startswith("cannot map")]
     assert "page 1 item 0" in reject["location"] and "gen-bad-0" in reject["raw"]
-    assert sorted(read.by_id()) == sorted(fake.info["kinds"])  # type: ignore[attr-defined]
+    assert sorted(read.by_id()) == sorted(fake.info["kinds"])
     assert read.records.num_rows == len(read.by_id())
     pages_again = sum(1 for _, p, _ in fake.requests[n_before:] if p == path)
     assert pages_again < math.ceil(80 / 10) + 1  # the pages read before were not read again
@@ -202,7 +202,7 @@ def test_incremental_reads_only_what_is_new(fake: FakeLangfuse, tmp_path: Path) 
     before = set(first.by_id())
     after = set(later.by_id())
     assert before and after and not before & after
-    assert before | after == set(fake.info["kinds"]) - {"gen-hidden-0"}  # type: ignore
+    assert before | after == set(fake.info["kinds"]) - {"gen-hidden-0"}
 
 
 def test_lagging_observation_is_found_on_retry(fake: FakeLangfuse, tmp_path: Path) -> None:
@@ -227,7 +227,7 @@ def test_expand_metadata(fake_v4: FakeLangfuse, tmp_path: Path) -> None:
 
 
 def test_custom_fields(fake: FakeLangfuse, tmp_path: Path) -> None:
-    kinds = fake.info["kinds"]  # type: ignore[attr-defined]
+    kinds = fake.info["kinds"]
     records = read_all(tmp_path, fields={"reference": "metadata.tenant",
                                          "final_output": "output.content"},
                        import_scores=False).by_id()
