@@ -394,8 +394,7 @@ class _Reader:
             self.scores.extend(rows)
         for rejects in self.state.spooled_json("rej-"):
             for location, reason, text in rejects:
-                self.counts["rejected"] += 1
-                self.put(("reject", (location, reason, text)))
+                self._reject(location, reason, text)
         self._flush()
 
     # -- streams --------------------------------------------------------------------------------
