@@ -78,14 +78,14 @@ class ReadState:
     def spool_table(self, name: str, table: pa.Table) -> None:
         write_parquet(table, self.spool / f"{name}.parquet")
 
-    def spool_json(self, name: str, rows: list[dict[str, Any]]) -> None:
+    def spool_json(self, name: str, rows: list[Any]) -> None:
         write_json(rows, self.spool / f"{name}.json")
 
     def spooled_tables(self, prefix: str) -> Iterator[pa.Table]:
         for path in sorted(self.spool.glob(f"{prefix}*.parquet")):
             yield pq.read_table(path)
 
-    def spooled_json(self, prefix: str) -> Iterator[list[dict[str, Any]]]:
+    def spooled_json(self, prefix: str) -> Iterator[list[Any]]:
         for path in sorted(self.spool.glob(f"{prefix}*.json")):
             yield json.loads(path.read_text())
 
