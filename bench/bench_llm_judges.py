@@ -23,6 +23,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "judges" / "llm" / "fake_llm_server.py"
@@ -81,11 +82,18 @@ def served(url: str) -> int:
         return json.loads(resp.read())["requests"]
 
 
-CPU: dict[float, float] = {}  # wall time -> CPU seconds (user + system) of that process
+class Timing(NamedTuple):
+    """One process's wall and CPU (user + system) seconds; ordered by wall time."""
+
+    wall: float
+    cpu: float
+
+    def __str__(self) -> str:
+        return f"{self.wall:7.2f} s  {self.cpu:5.2f} s CPU"
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
-    """Wall seconds of one process (its CPU seconds are noted in :data:`CPU`)."""
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Timing:
+    """Wall and CPU seconds of one process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
@@ -93,12 +101,8 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} failed:\n{done.stderr[-3000:]}")
-    CPU[elapsed] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed
-
-
-def cpu(elapsed: float) -> str:
-    return f"{CPU[elapsed]:5.2f} s CPU"
+    return Timing(elapsed, (after.ru_utime - before.ru_utime)
+                  + (after.ru_stime - before.ru_stime))
 
 
 def write_inputs(work: Path, n: int) -> tuple[Path, Path]:
@@ -183,24 +187,24 @@ def main() -> None:
     print(f"{n} judge calls, concurrency {conc}, fake OpenAI-compatible server in its own "
           f"process; whole-process wall times (best of {args.repeat} where marked *)")
     print(f"  50 ms latency (theoretical limit {limit:.2f} s):")
-    print(f"    bare aiohttp loop *       {bare:7.2f} s  {cpu(bare)}")
-    print(f"    bare litellm loop         {bare_litellm:7.2f} s  {cpu(bare_litellm)}")
-    print(f"    evalkit run (aiohttp) *   {first:7.2f} s  {cpu(first)}  "
+    print(f"    bare aiohttp loop *       {bare}")
+    print(f"    bare litellm loop         {bare_litellm}")
+    print(f"    evalkit run (aiohttp) *   {first}  "
           f"({'/'.join(map(str, sorted(calls_first)))} calls)")
-    print(f"      ratio to bare aiohttp   {first / bare:7.2f}x  (target <= 1.5x)")
-    print(f"      faster than bare litellm {bare_litellm / first:6.2f}x  (target >= 5x)")
-    print(f"    identical rerun (cache) * {second:7.2f} s  {cpu(second)}  "
+    print(f"      ratio to bare aiohttp   {first.wall / bare.wall:7.2f}x  (target <= 1.5x)")
+    print(f"      faster than bare litellm {bare_litellm.wall / first.wall:6.2f}x  (target >= 5x)")
+    print(f"    identical rerun (cache) * {second}  "
           f"({'/'.join(map(str, sorted(calls_second)))} calls; "
-          f"{100 * second / first:.1f}% of the first run, target < 10%)")
+          f"{100 * second.wall / first.wall:.1f}% of the first run, target < 10%)")
     print(f"      judge stage (manifest)  {second_stage:7.2f} s vs {first_stage:.2f} s "
           f"({100 * second_stage / first_stage:.1f}%)")
     print(f"  500 ms latency, litellm transport (theoretical limit {slow_limit:.2f} s):")
-    print(f"    evalkit run (litellm)     {through_litellm:7.2f} s  {cpu(through_litellm)}  "
+    print(f"    evalkit run (litellm)     {through_litellm}  "
           f"({calls_litellm} calls)")
-    print(f"      ratio to the limit      {through_litellm / slow_limit:7.2f}x  "
+    print(f"      ratio to the limit      {through_litellm.wall / slow_limit:7.2f}x  "
           "(target <= 1.15x)")
-    print(f"    bare litellm loop         {bare_litellm_slow:7.2f} s  "
-          f"{cpu(bare_litellm_slow)}  ({bare_litellm_slow / slow_limit:.2f}x the limit)")
+    print(f"    bare litellm loop         {bare_litellm_slow}  "
+          f"({bare_litellm_slow.wall / slow_limit:.2f}x the limit)")
     print(f"  machine load average at the end: {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
 
