@@ -74,9 +74,6 @@ def _tokens(details: Any, keys: tuple[str, ...]) -> int | None:
 def _cost(obs: Mapping[str, Any]) -> float | None:
     details = obs.get("costDetails")
     if isinstance(details, Mapping) and details:
-        total = details.get("total")
-        if type(total) is float or type(total) is int:  # the common case, not bool
-            return float(total)
         total = _number(details.get("total"))
         if total is not None:
             return total
