@@ -5,28 +5,21 @@ took out."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.metrics._signals import judgment_join
-from evalkit.metrics._stats import check_slice_by, mean_ci, slices
+from evalkit.metrics._signals import SliceConfig, judgment_join
+from evalkit.metrics._stats import mean_ci, slices
 
 
 @dataclass(frozen=True)
-class JudgeMetricConfig:
+class JudgeMetricConfig(SliceConfig):
     judge: str = "???"  # the judge instance (or imported score name) to summarise
-    slice_by: list[str] = field(default_factory=list)  # record columns to slice by, e.g. [model]
     raw: bool = True  # also report over all records (before filters), and the difference
-    n_boot: int = 1000  # bootstrap resamples for the 95% CI (0: no CI)
-    seed: int = 0  # bootstrap seed
-    confidence: float = 0.95  # CI level
-
-    def validate(self) -> None:
-        check_slice_by(list(self.slice_by))
 
 
 def judged_table(con: Any, judge: str, slice_by: list[str]) -> pa.Table:

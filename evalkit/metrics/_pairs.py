@@ -14,6 +14,7 @@ import pyarrow as pa
 from evalkit.metrics._signals import (
     JUDGMENT_FIELDS,
     SignalSpec,
+    SliceConfig,
     excluded_mask,
     fetch,
     index_slices,
@@ -21,11 +22,10 @@ from evalkit.metrics._signals import (
     numbers,
     reasons,
 )
-from evalkit.metrics._stats import check_slice_by
 
 
 @dataclass(frozen=True)
-class PairConfig:
+class PairConfig(SliceConfig):
     judge_a: str = "???"  # a judge instance or imported score name
     judge_b: str | None = None  # the other judge; leave null and set human_label: true for labels
     human_label: bool = False  # compare judge_a with records.human_label instead of judge_b
@@ -37,12 +37,9 @@ class PairConfig:
     threshold_b: float | None = None  # threshold for judge_b / human labels; default: threshold
     flip_b: bool = False  # b scores the opposite way (correctness vs hallucination): b -> 1 - b
     include_excluded: bool = False  # also pair records a filter set aside (auditing imports)
-    slice_by: list[str] = field(default_factory=list)  # record columns to slice by, e.g. [model]
-    n_boot: int = 1000  # bootstrap resamples for the 95% CI (0: no CI)
-    seed: int = 0  # bootstrap seed
-    confidence: float = 0.95  # CI level
 
     def validate(self) -> None:
+        super().validate()
         if (self.judge_b is None) == (not self.human_label):
             raise ValueError("set exactly one of judge_b (a second judge) and "
                              "human_label: true (compare judge_a with records.human_label)")
@@ -50,9 +47,6 @@ class PairConfig:
             if getattr(self, key) not in JUDGMENT_FIELDS:
                 raise ValueError(f"{key}: {getattr(self, key)!r} is not one of "
                                  f"{', '.join(JUDGMENT_FIELDS)}")
-        if not 0.0 < self.confidence < 1.0:
-            raise ValueError(f"confidence: {self.confidence} is not within (0, 1)")
-        check_slice_by(list(self.slice_by))
 
     @property
     def spec_a(self) -> SignalSpec:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.metrics._judged import judged_table
+from evalkit.metrics._signals import SliceConfig
 from evalkit.metrics._stats import (
     LARGE_N,
     bootstrap_ci,
-    check_slice_by,
     mean_ci,
     quantile_ci,
     slices,
@@ -28,18 +28,15 @@ def _numeric_column(name: str) -> bool:
 
 
 @dataclass(frozen=True)
-class DistributionConfig:
+class DistributionConfig(SliceConfig):
     judge: str | None = None  # the judge whose values to describe
     column: str | None = None  # or a numeric record column (latency_s, cost_usd, …)
     bins: int = 10  # histogram buckets
     range: list[float] | None = None  # [low, high] of the buckets; default: the data's range
-    slice_by: list[str] = field(default_factory=list)  # record columns to slice by
     included_only: bool = True  # false: describe every record, excluded ones too
-    n_boot: int = 1000  # bootstrap resamples for the 95% CIs of mean, p50, p95 (0: none)
-    seed: int = 0  # bootstrap seed
-    confidence: float = 0.95  # CI level
 
     def validate(self) -> None:
+        super().validate()
         if (self.judge is None) == (self.column is None):
             raise ValueError("set exactly one of judge or column")
         if self.column is not None and not _numeric_column(self.column):
@@ -48,7 +45,6 @@ class DistributionConfig:
             raise ValueError("bins: must be at least 1")
         if self.range is not None and (len(self.range) != 2 or self.range[0] >= self.range[1]):
             raise ValueError(f"range: {list(self.range)} must be [low, high] with low < high")
-        check_slice_by(list(self.slice_by))
 
 
 def _p95(a: np.ndarray) -> float:
