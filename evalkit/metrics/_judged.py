@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.metrics._signals import SliceConfig, judgment_join
+from evalkit.metrics._signals import SliceConfig, judgment_join, metric_row
 from evalkit.metrics._stats import mean_ci, slices
 
 
@@ -85,12 +85,9 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
 def _row(metric: str, label: str, values: pa.Array, n: int, n_exc: int, n_unscored: int,
          cfg: JudgeMetricConfig, details: dict[str, Any]) -> dict[str, Any]:
     arr = np.asarray(values.to_numpy(zero_copy_only=False), dtype=float)
-    value = float(arr.mean()) if len(arr) else None
-    if value is None and "undefined" not in details:
-        details = {**details, "undefined": "no scored records in this slice"}
     lo, hi, method = mean_ci(arr, cfg.n_boot, cfg.seed, cfg.confidence)
     if method is not None:
         details = {**details, "ci_method": method}
-    return {"metric": metric, "slice": label, "value": value, "ci_low": lo, "ci_high": hi,
-            "n_attempted": n, "n_excluded": n_exc, "n_judged": len(arr),
-            "n_unscored": n_unscored, "details": details}
+    return metric_row(metric, label, float(arr.mean()) if len(arr) else None, (lo, hi), n,
+                      n_exc, len(arr), n_unscored, details,
+                      details.get("undefined") or "no scored records in this slice")
