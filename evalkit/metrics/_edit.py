@@ -112,14 +112,14 @@ class _ActionRate:
         self.name = name
         self.config = config
 
-    def _denominator(self, actions: list[str | None]) -> set[str]:
+    def _denominator(self) -> set[str]:
         return set(ACTIONS)
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config
         table, actions, why, dist, changed = classify(con, cfg)
         excluded = excluded_mask(table)
-        denominator = self._denominator(actions)
+        denominator = self._denominator()
         values = np.array([np.nan if a not in denominator else float(a == self.action)
                            for a in actions])
         rows = []
@@ -151,7 +151,7 @@ class EditRateMetric(_ActionRate):
     Config = EditRateConfig
     action = "edited"
 
-    def _denominator(self, actions: list[str | None]) -> set[str]:
+    def _denominator(self) -> set[str]:
         return {"accepted", "edited"} if self.config.among == "used" else set(ACTIONS)
 
 
