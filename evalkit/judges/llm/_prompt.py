@@ -70,6 +70,16 @@ def system(task: str, answer_format: str) -> str:
            f"{answer_format}"
 
 
+def object_schema(**fields: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of an answer object with these fields, all required."""
+    return {"type": "object", "required": list(fields), "properties": fields}
+
+
+def list_schema(key: str, **fields: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of an answer ``{key: [{field: ..., ...}, ...]}``, every field required."""
+    return object_schema(**{key: {"type": "array", "items": object_schema(**fields)}})
+
+
 def messages(system_text: str, *blocks: str) -> list[dict[str, str]]:
     """Chat messages: the system instructions, then the delimited material."""
     return [{"role": "system", "content": system_text},

@@ -41,11 +41,8 @@ TASK = (
 )
 FORMAT = ('{"citations": [{"index": <item index>, "reason": "<one short sentence>", '
           '"supported": <true or false>}]} with exactly one entry per item')
-SCHEMA = {"type": "object", "required": ["citations"], "properties": {"citations": {
-    "type": "array", "items": {"type": "object", "required": ["index", "reason", "supported"],
-                               "properties": {"index": {"type": "integer"},
-                                              "reason": {"type": "string"},
-                                              "supported": {"type": "boolean"}}}}}}
+SCHEMA = P.list_schema("citations", index={"type": "integer"}, reason={"type": "string"},
+                       supported={"type": "boolean"})
 
 
 @dataclass(frozen=True)

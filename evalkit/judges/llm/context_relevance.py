@@ -36,10 +36,8 @@ RELEVANCE_TASK = (
 )
 RELEVANCE_FORMAT = ('{"passages": [{"index": <passage index>, "relevant": <true or false>}]} '
                     "with exactly one entry per passage")
-RELEVANCE_SCHEMA = {"type": "object", "required": ["passages"], "properties": {"passages": {
-    "type": "array", "items": {"type": "object", "required": ["index", "relevant"],
-                               "properties": {"index": {"type": "integer"},
-                                              "relevant": {"type": "boolean"}}}}}}
+RELEVANCE_SCHEMA = P.list_schema("passages", index={"type": "integer"},
+                                 relevant={"type": "boolean"})
 RECALL_TASK = (
     "You measure how much of a reference answer the retrieved context covers. Split the "
     "reference answer into its atomic statements (one fact each, pronouns resolved; at most "
@@ -49,10 +47,8 @@ RECALL_TASK = (
 )
 RECALL_FORMAT = ('{"statements": [{"statement": "<atomic statement>", "attributed": <true or '
                  'false>}]} (an empty list when the reference states no fact)')
-RECALL_SCHEMA = {"type": "object", "required": ["statements"], "properties": {"statements": {
-    "type": "array", "items": {"type": "object", "required": ["statement", "attributed"],
-                               "properties": {"statement": {"type": "string"},
-                                              "attributed": {"type": "boolean"}}}}}}
+RECALL_SCHEMA = P.list_schema("statements", statement={"type": "string"},
+                              attributed={"type": "boolean"})
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ TASK = (
 )
 FORMAT = ('{"reasoning": "<one or two sentences>", "verdict": "<correct, partially_correct or '
           'incorrect>"}')
-SCHEMA = {"type": "object", "required": ["reasoning", "verdict"], "properties": {
-    "reasoning": {"type": "string"}, "verdict": {"enum": list(VERDICTS)}}}
+SCHEMA = P.object_schema(reasoning={"type": "string"}, verdict={"enum": list(VERDICTS)})
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,7 @@ TASK = ("You diagnose why an LLM application's output failed. Classify the recor
         "one failure mode:\n" + "\n".join(f"- {k}: {v}" for k, v in FAILURE_MODES.items()))
 FORMAT = ('{"label": "<one failure mode name>", "explanation": "<one or two sentences citing '
           'the evidence>"}')
-SCHEMA = {"type": "object", "required": ["label", "explanation"], "properties": {
-    "label": {"enum": list(FAILURE_MODES)}, "explanation": {"type": "string"}}}
+SCHEMA = P.object_schema(label={"enum": list(FAILURE_MODES)}, explanation={"type": "string"})
 
 
 @dataclass(frozen=True)

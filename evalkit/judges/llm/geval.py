@@ -29,11 +29,10 @@ STEPS_TASK = (
     "follows to apply the criteria."
 )
 STEPS_FORMAT = '{"steps": ["<step 1>", "<step 2>", "..."]}'
-STEPS_SCHEMA = {"type": "object", "required": ["steps"], "properties": {
-    "steps": {"type": "array", "items": {"type": "string"}}}}
+STEPS_SCHEMA = P.object_schema(steps={"type": "array", "items": {"type": "string"}})
 SCORE_FORMAT = '{"score": <an integer from 1 to 5>, "reason": "<one or two sentences>"}'
-SCORE_SCHEMA = {"type": "object", "required": ["score", "reason"], "properties": {
-    "score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}, "reason": {"type": "string"}}}
+SCORE_SCHEMA = P.object_schema(score={"type": "integer", "enum": [1, 2, 3, 4, 5]},
+                               reason={"type": "string"})
 
 
 @dataclass(frozen=True)

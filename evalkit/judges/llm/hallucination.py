@@ -25,10 +25,8 @@ FORMATS = {
     "binary": '{"reasoning": "<one or two sentences>", "hallucinated": <true or false>}',
 }
 SCHEMAS = {
-    "graded": {"type": "object", "required": ["reasoning", "score"], "properties": {
-        "reasoning": {"type": "string"}, "score": {"type": "number"}}},
-    "binary": {"type": "object", "required": ["reasoning", "hallucinated"], "properties": {
-        "reasoning": {"type": "string"}, "hallucinated": {"type": "boolean"}}},
+    "graded": P.object_schema(reasoning={"type": "string"}, score={"type": "number"}),
+    "binary": P.object_schema(reasoning={"type": "string"}, hallucinated={"type": "boolean"}),
 }
 
 

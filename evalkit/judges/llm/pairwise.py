@@ -25,8 +25,7 @@ TASK = (
     "\n\nCriteria: {criteria}"
 )
 FORMAT = '{"reasoning": "<one or two sentences>", "winner": "<A, B or tie>"}'
-SCHEMA = {"type": "object", "required": ["reasoning", "winner"], "properties": {
-    "reasoning": {"type": "string"}, "winner": {"enum": ["A", "B", "tie"]}}}
+SCHEMA = P.object_schema(reasoning={"type": "string"}, winner={"enum": ["A", "B", "tie"]})
 PREFERENCE = {"candidate": 1.0, "tie": 0.5, "baseline": 0.0}
 
 

@@ -26,10 +26,7 @@ CLAIMS_TASK = (
 )
 CLAIMS_FORMAT = ('{"claims": [{"claim": "<atomic claim>", "question": "<yes/no question>"}]} '
                  '(an empty list when the output makes no factual claim)')
-CLAIMS_SCHEMA = {"type": "object", "required": ["claims"], "properties": {"claims": {
-    "type": "array", "items": {"type": "object", "required": ["claim", "question"],
-                               "properties": {"claim": {"type": "string"},
-                                              "question": {"type": "string"}}}}}}
+CLAIMS_SCHEMA = P.list_schema("claims", claim={"type": "string"}, question={"type": "string"})
 ANSWER_TASK = (
     "You answer yes/no verification questions using ONLY the given context passages, not your "
     "own knowledge. Answer yes when the context states or directly implies it, no when the "
@@ -37,10 +34,8 @@ ANSWER_TASK = (
 )
 ANSWER_FORMAT = ('{"answers": [{"index": <question index>, "answer": "<yes, no or unknown>"}]} '
                  "with exactly one answer per question")
-ANSWER_SCHEMA = {"type": "object", "required": ["answers"], "properties": {"answers": {
-    "type": "array", "items": {"type": "object", "required": ["index", "answer"],
-                               "properties": {"index": {"type": "integer"},
-                                              "answer": {"enum": list(ANSWERS)}}}}}}
+ANSWER_SCHEMA = P.list_schema("answers", index={"type": "integer"},
+                              answer={"enum": list(ANSWERS)})
 
 
 @dataclass(frozen=True)
