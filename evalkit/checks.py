@@ -3,7 +3,8 @@ the key and the fix; :func:`evalkit.config.validate_dataclass` adds the full key
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,3 +29,9 @@ def check_re2(pattern: str, key: str) -> None:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise ValueError(f"{key}: {pattern!r} is not a valid RE2 regex ({exc}); RE2 has no "
                          "backreferences or look-around") from None
+
+
+def check_one_of(value: Any, choices: Sequence[Any], key: str) -> None:
+    """``value`` must be one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{key}: {value!r} is not one of {', '.join(map(str, choices))}")

@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
+from evalkit.checks import check_one_of
 from evalkit.errors import ConfigError
 from evalkit.registry import registry
 
@@ -32,6 +33,10 @@ class RunnerConfig:
     summary: bool = True  # print the summary table at the end
     summary_slices: bool = False  # show per-slice metric rows in the summary too
 
+    def validate(self) -> None:
+        if self.fail_on is not None:
+            check_one_of(self.fail_on, SEVERITIES, "fail_on")
+
 
 @dataclass(frozen=True)
 class AlertConfig:
@@ -41,6 +46,10 @@ class AlertConfig:
     slice: str = "all"  # which slice to watch; "*" watches every slice
     severity: str = "error"  # info, warning or error
     message: str | None = None  # shown in the summary; default says what crossed what
+
+    def validate(self) -> None:
+        check_one_of(self.operator, OPERATORS, "operator")
+        check_one_of(self.severity, SEVERITIES, "severity")
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,10 @@ def validate_dataclass(cls: type, node: Any, where: str, what: str) -> Any:
         try:
             check()
         except ValueError as exc:
+            # "key: problem" from a validate() becomes "where.key: problem", the full key
+            key, sep, rest = str(exc).partition(": ")
+            if sep and key.split(".")[0].split("[")[0] in allowed:
+                raise ConfigError(f"{where}.{key}: {rest}") from None
             raise ConfigError(f"{where}: {exc}") from None
     return obj
 
@@ -167,16 +180,6 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         raise ConfigError("alerts: expected a list of {metric, operator, value, severity}")
     alerts = [validate_dataclass(AlertConfig, a, f"alerts[{i}]", "alert")
               for i, a in enumerate(alerts_node)]
-    for i, alert in enumerate(alerts):
-        if alert.operator not in OPERATORS:
-            raise ConfigError(f"alerts[{i}].operator: {alert.operator!r} is not one of "
-                              f"{' '.join(OPERATORS)}")
-        if alert.severity not in SEVERITIES:
-            raise ConfigError(f"alerts[{i}].severity: {alert.severity!r} is not one of "
-                              f"{', '.join(SEVERITIES)}")
-    if runner.fail_on is not None and runner.fail_on not in SEVERITIES:
-        raise ConfigError(f"runner.fail_on: {runner.fail_on!r} is not one of "
-                          f"{', '.join(SEVERITIES)} (or null)")
     composed = redact(OmegaConf.to_container(cfg, resolve=True))
     return RunConfig(
         experiment=str(cfg.get("experiment") or "default"),

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.checks import check_text_columns
+from evalkit.checks import check_one_of, check_text_columns
 from evalkit.judges._det import verdicts
 
 _MODES = ("any", "all")
@@ -27,8 +27,7 @@ class ContainsConfig:
     def validate(self) -> None:
         if not self.values and self.reference_column is None:
             raise ValueError("set values (substrings) or reference_column")
-        if self.mode not in _MODES:
-            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(_MODES)}")
+        check_one_of(self.mode, _MODES, "mode")
         check_text_columns([self.column], "column")
         if self.reference_column is not None:
             check_text_columns([self.reference_column], "reference_column")

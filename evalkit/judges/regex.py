@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.checks import check_re2, check_text_columns
+from evalkit.checks import check_one_of, check_re2, check_text_columns
 from evalkit.judges._det import verdicts
 
 _MODES = ("search", "fullmatch")
@@ -23,8 +23,7 @@ class RegexConfig:
     expect: bool = True  # true: passed when it matches; false: passed when it does not
 
     def validate(self) -> None:
-        if self.mode not in _MODES:
-            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(_MODES)}")
+        check_one_of(self.mode, _MODES, "mode")
         check_text_columns([self.column], "column")
         check_re2(self.pattern, "pattern")
 

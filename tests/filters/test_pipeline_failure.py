@@ -80,7 +80,7 @@ def test_status_message_pattern(batch):
 
 
 def test_bad_status_pattern_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"filters.pf: status_message_pattern: .*RE2"):
+    with pytest.raises(ConfigError, match=r"filters.pf.status_message_pattern: .*RE2"):
         validate_dataclass(PipelineFailureConfig, {"status_message_pattern": "(a)\\1"},
                            "filters.pf", "filter plugin 'pipeline_failure'")
 

@@ -56,9 +56,9 @@ def test_thresholds_are_configurable():
 
 
 def test_llm_settings_are_validated():
-    with pytest.raises(ConfigError, match="judges.fm: llm: settings for the LLM half need model"):
+    with pytest.raises(ConfigError, match="judges.fm.llm: settings for the LLM half need model"):
         instance("judges", "fm", {"plugin": "failure_mode", "llm": {"concurrency": 2}},
                  "judges.fm")
-    with pytest.raises(ConfigError, match="judges.fm: llm: .*unexpected keyword.*'concurency'"):
+    with pytest.raises(ConfigError, match="judges.fm.llm: .*unexpected keyword.*'concurency'"):
         instance("judges", "fm", {"plugin": "failure_mode", "model": "openai/gpt-4o-mini",
                                   "llm": {"concurency": 2}}, "judges.fm")

@@ -72,5 +72,5 @@ def test_against_other_columns():
 def test_bad_config():
     with pytest.raises(ConfigError, match="threshold"):
         instance("judges", "e", {"plugin": "prompt_echo", "threshold": 2}, "judges.e")
-    with pytest.raises(ConfigError, match="judges.e: against: 'latency_s' not a text record"):
+    with pytest.raises(ConfigError, match="judges.e.against: 'latency_s' not a text record"):
         instance("judges", "e", {"plugin": "prompt_echo", "against": ["latency_s"]}, "judges.e")

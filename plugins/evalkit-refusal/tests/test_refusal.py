@@ -41,7 +41,7 @@ def test_flags_refusals(text: str | None, refused: bool) -> None:
 
 
 def test_bad_pattern_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"judges.refusal: patterns: '\(' is not a valid regex"):
+    with pytest.raises(ConfigError, match=r"judges.refusal.patterns: '\(' is not a valid regex"):
         validate_dataclass(RefusalConfig, {"patterns": ["("]}, "judges.refusal", "judge")
 
 
