@@ -1,6 +1,7 @@
 """The per-record view of one judge's verdicts that ``mean`` and ``rate`` summarise: raw (every
 record with a usable score) beside filtered (included records only), and what the filters
-took out."""
+took out. Loading, slicing and rows come from :mod:`evalkit.metrics._signals`, as for the
+other metrics; what is particular here is the raw / filtered / filter-effect triple."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from evalkit.metrics._signals import SliceConfig, judgment_join, metric_row
-from evalkit.metrics._stats import mean_ci, slices
+from evalkit.metrics._signals import (
+    SliceConfig,
+    excluded_mask,
+    index_slices,
+    judgment_join,
+    mean_row,
+)
 
 
 @dataclass(frozen=True)
@@ -37,57 +42,39 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
     unusable): filtered (``name``), raw (``name.raw``) and the filters' effect
     (``name.filter_effect`` = raw − filtered, with a breakdown by filter)."""
     table = judged_table(con, cfg.judge, list(cfg.slice_by))
-    known = table.column("status").null_count < table.num_rows
+    values = np.asarray(score(table).to_numpy(zero_copy_only=False), dtype=float)
+    excluded = excluded_mask(table)
+    excluded_by = np.asarray(table.column("excluded_by").to_pylist(), dtype=object)
+    undefined = "no scored records in this slice"
+    if table.column("status").null_count == table.num_rows:
+        undefined = f"no judgments from judge '{cfg.judge}' in this run"
     rows: list[dict[str, Any]] = []
-    for label, part in slices(table, list(cfg.slice_by)):
-        values = score(part)
-        excluded = pc.is_valid(part.column("excluded_by"))
-        usable = pc.is_valid(values)
-        inc_vals = values.filter(pc.and_(pc.invert(excluded), usable))
-        n = part.num_rows
-        n_exc = pc.sum(excluded).as_py() or 0
-        details: dict[str, Any] = {"what": what}
-        if not known:
-            details["undefined"] = f"no judgments from judge '{cfg.judge}' in this run"
-        filt = _row(name, label, inc_vals, n, n_exc, n - n_exc - len(inc_vals), cfg, details)
+    for label, idx in index_slices(table, list(cfg.slice_by)):
+        filt = mean_row(name, label, idx, values, excluded, cfg, {"what": what},
+                        undefined=undefined)
         rows.append(filt)
         if not cfg.raw:
             continue
-        raw_vals = values.filter(usable)
-        raw_details: dict[str, Any] = {"what": what + ", over all records before filters"}
-        if n_exc and len(raw_vals) == len(inc_vals):
-            raw_details["note"] = ("no excluded record has a usable value (the judge skips "
-                                   "excluded records), so raw covers the same records as "
-                                   "filtered")
-        raw = _row(f"{name}.raw", label, raw_vals, n, n_exc, n - len(raw_vals), cfg,
-                   raw_details)
+        raw = mean_row(f"{name}.raw", label, idx, values, excluded, cfg,
+                       {"what": what + ", over all records before filters"},
+                       include_excluded=True, undefined=undefined)
+        if raw["n_excluded"] and raw["n_judged"] == filt["n_judged"]:
+            raw["details"]["note"] = ("no excluded record has a usable value (the judge "
+                                      "skips excluded records), so raw covers the same "
+                                      "records as filtered")
         rows.append(raw)
         by_filter = {}
-        for f in pc.unique(part.column("excluded_by")).to_pylist():
-            if f is None:
-                continue
-            sel = pc.and_(pc.fill_null(pc.equal(part.column("excluded_by"), f), False), usable)
-            vals = values.filter(sel)
-            by_filter[f] = {"n_excluded": pc.sum(pc.equal(part.column("excluded_by"), f))
-                            .as_py(), "n_scored": len(vals),
-                            "mean": pc.mean(vals).as_py() if len(vals) else None}
+        for f in dict.fromkeys(excluded_by[idx][excluded[idx]]):
+            mine = idx[excluded_by[idx] == f]
+            vals = values[mine][~np.isnan(values[mine])]
+            by_filter[f] = {"n_excluded": len(mine), "n_scored": len(vals),
+                            "mean": float(vals.mean()) if len(vals) else None}
         effect = None
         if raw["value"] is not None and filt["value"] is not None:
             effect = raw["value"] - filt["value"]
         rows.append({"metric": f"{name}.filter_effect", "slice": label, "value": effect,
-                     "n_attempted": n, "n_excluded": n_exc, "n_judged": len(raw_vals),
-                     "n_unscored": n - len(raw_vals),
+                     "n_attempted": raw["n_attempted"], "n_excluded": raw["n_excluded"],
+                     "n_judged": raw["n_judged"], "n_unscored": raw["n_unscored"],
                      "details": {"what": "raw minus filtered: how much the filters moved the "
                                  "number", "by_filter": by_filter}})
     return rows
-
-
-def _row(metric: str, label: str, values: pa.Array, n: int, n_exc: int, n_unscored: int,
-         cfg: JudgeMetricConfig, details: dict[str, Any]) -> dict[str, Any]:
-    arr = np.asarray(values.to_numpy(zero_copy_only=False), dtype=float)
-    lo, hi, method = mean_ci(arr, cfg.n_boot, cfg.seed, cfg.confidence)
-    if method is not None:
-        details = {**details, "ci_method": method}
-    return metric_row(metric, label, float(arr.mean()) if len(arr) else None, (lo, hi), n,
-                      n_exc, len(arr), n_unscored, details,
-                      details.get("undefined") or "no scored records in this slice")

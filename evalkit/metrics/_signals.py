@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from evalkit.metrics._stats import SLICEABLE, bootstrap_ci, check_slice_by, slices
+from evalkit.metrics._stats import SLICEABLE, check_slice_by, mean_ci, slices
 from evalkit.paths import value_at
 from evalkit.results.schemas import RECORDS
 
@@ -228,17 +228,19 @@ def excluded_mask(table: pa.Table) -> np.ndarray:
 
 def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
              excluded: np.ndarray, cfg: SliceConfig, details: dict[str, Any],
-             include_excluded: bool = False) -> dict[str, Any]:
+             include_excluded: bool = False, undefined: str | None = None) -> dict[str, Any]:
     """A row for the mean of per-record ``values`` (NaN: unusable) over the records ``idx``
     of a slice: excluded records are left out unless ``include_excluded``; unusable ones
-    are counted as unscored."""
+    are counted as unscored. ``undefined`` says why when no record is usable."""
     considered = idx if include_excluded else idx[~excluded[idx]]
     usable = considered[~np.isnan(values[considered])]
     v = values[usable]
-    ci = bootstrap_ci(v, n_boot=cfg.n_boot, seed=cfg.seed, confidence=cfg.confidence)
-    return metric_row(metric, label, float(v.mean()) if len(v) else None, ci, len(idx),
+    lo, hi, method = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
+    if method is not None:
+        details = {**details, "ci_method": method}
+    return metric_row(metric, label, float(v.mean()) if len(v) else None, (lo, hi), len(idx),
                       int(excluded[idx].sum()), len(usable), len(considered) - len(usable),
-                      details)
+                      details, undefined)
 
 
 def metadata_value(metadata: str | None, path: str) -> Any:
