@@ -96,7 +96,9 @@ def _to_timestamp(v: Any) -> datetime:
     raise BadValue(f"expected a timestamp, got {type(v).__name__}")
 
 
-def _coercer(typ: pa.DataType) -> Callable[[Any], Any]:
+def coercer(typ: pa.DataType) -> Callable[[Any], Any]:
+    """The function that coerces one parsed value to a record column of type ``typ`` (raising
+    :class:`BadValue`); shared with the Langfuse source's custom fields."""
     if pa.types.is_string(typ):
         return json_text
     if pa.types.is_floating(typ):
@@ -281,7 +283,7 @@ class RecordBuilder:
             return _fast_array(vals, typ)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
             pass
-        coerce = _coercer(typ)
+        coerce = coercer(typ)
         out = []
         for i, v in enumerate(vals):
             if v is None:

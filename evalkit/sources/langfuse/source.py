@@ -37,7 +37,7 @@ from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.paths import getter
 from evalkit.results.schemas import RECORDS
-from evalkit.sources._mapping import MAPPABLE, _coercer
+from evalkit.sources._mapping import MAPPABLE, coercer
 from evalkit.sources.langfuse import mapping
 from evalkit.sources.langfuse.client import (
     LangfuseClient,
@@ -301,7 +301,7 @@ class _Reader:
         self.buffered = 0
         self.state: ReadState | None = None
         # custom `fields` are coerced as the file sources coerce theirs
-        self.custom = [(col, getter(path), _coercer(RECORDS.field(col).type))
+        self.custom = [(col, getter(path), coercer(RECORDS.field(col).type))
                        for col, path in self.cfg.fields.items()]
         self.columns = pa.schema([])  # set once the API generation is known
         self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,
