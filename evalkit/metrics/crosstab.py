@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from evalkit.metrics._signals import judgment_join
+from evalkit.metrics._signals import excluded_mask, index_slices, judgment_join
 from evalkit.metrics._stats import SLICEABLE, mean_ci
 
 _OF = ("flag", "label")
@@ -70,8 +69,8 @@ class CrosstabMetric:
                     "WHEN false THEN 'not_flagged' END" if cfg.of == "flag"
                     else "CASE WHEN j.status = 'ok' THEN j.label END")
         join, params = judgment_join(cfg.judge, _FIELDS, "j")
-        sql = (f'SELECT r.record_id, r."{cfg.by}" AS by_value, r.excluded_by, '
-               f"{category} AS category FROM records r {join}")
+        cols = ", ".join(f'r."{c}"' for c in dict.fromkeys(["excluded_by", cfg.by]))
+        sql = f"SELECT r.record_id, {cols}, {category} AS category FROM records r {join}"
         where = []
         if cfg.flagged_by is not None:
             join, flagged_params = judgment_join(cfg.flagged_by, _FIELDS, "f")
@@ -104,27 +103,23 @@ class CrosstabMetric:
                      "n_attempted": table.num_rows,
                      "details": {**base, "undefined": f"no judgments from judge "
                                  f"'{cfg.judge}' in this run"}}]
-        by_values = pc.unique(table.column("by_value")).to_pylist()
-        parts = [("all", table)]
-        for v in sorted(by_values, key=lambda x: (x is None, str(x))):
-            col = table.column("by_value")
-            mask = pc.is_null(col) if v is None else pc.fill_null(pc.equal(col, v), False)
-            parts.append((f"{cfg.by}={'null' if v is None else v}", table.filter(mask)))
+        category = np.asarray(table.column("category").to_pylist(), dtype=object)
+        excluded = excluded_mask(table)
         rows = []
-        for label, part in parts:
-            category = np.asarray(part.column("category").to_pylist(), dtype=object)
-            scored = category != None  # noqa: E711 - elementwise comparison on an array
-            n_exc = pc.sum(pc.is_valid(part.column("excluded_by"))).as_py() or 0
+        for label, idx in index_slices(table, [cfg.by]):
+            in_slice = category[idx]
+            scored = in_slice != None  # noqa: E711 - elementwise comparison on an array
+            n_exc = int(excluded[idx].sum())
             n_scored = int(scored.sum())
             for cat in cats:
-                hits = (category[scored] == cat).astype(float)
+                hits = (in_slice[scored] == cat).astype(float)
                 lo, hi, _ = mean_ci(hits, cfg.n_boot, cfg.seed, cfg.confidence)
                 rows.append({
                     "metric": f"{self.name}.{cat}", "slice": label,
                     "value": float(hits.mean()) if n_scored else None,
-                    "ci_low": lo, "ci_high": hi, "n_attempted": part.num_rows,
+                    "ci_low": lo, "ci_high": hi, "n_attempted": len(idx),
                     "n_excluded": n_exc, "n_judged": n_scored,
-                    "n_unscored": part.num_rows - n_scored,
+                    "n_unscored": len(idx) - n_scored,
                     "details": {**base, "category": cat, "count": int(hits.sum()),
                                 "what": f"share of {label} records whose '{cfg.judge}' "
                                         f"{cfg.of} is {cat}"}})
