@@ -100,6 +100,11 @@ _DUCKDB = {
 }
 
 
+def sql_literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def empty_select_sql(table: str) -> str:
     """A ``SELECT`` with ``table``'s columns and no rows, in plain SQL."""
     cols = ", ".join(f'CAST(NULL AS {_DUCKDB[t]}) AS "{name}"' for name, t in COLUMNS[table])

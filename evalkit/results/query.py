@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalkit.errors import QueryError
-from evalkit.results.columns import empty_select_sql
+from evalkit.results.columns import empty_select_sql, sql_literal
 
 if TYPE_CHECKING:
     import duckdb
@@ -42,10 +42,6 @@ RUNS_COLUMNS = {
 }
 
 
-def _lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with views ``runs``, ``records``, ``judgments``,
     ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir``.
@@ -64,14 +60,14 @@ def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnect
     for name, pattern in _FILES.items():
         path = str(root / pattern)
         if glob.glob(path):
-            sql = f"SELECT * FROM read_parquet({_lit(path)}, union_by_name=true)"
+            sql = f"SELECT * FROM read_parquet({sql_literal(path)}, union_by_name=true)"
         else:
             sql = empty_select_sql(name)
         con.execute(f"CREATE VIEW {name} AS {sql}")
     manifests = str(root / "*/*/manifest.json")
-    cols = ", ".join(f"{k}: {_lit(v)}" for k, v in RUNS_COLUMNS.items())
+    cols = ", ".join(f"{k}: {sql_literal(v)}" for k, v in RUNS_COLUMNS.items())
     if glob.glob(manifests):
-        sql = f"SELECT * FROM read_json({_lit(manifests)}, columns={{{cols}}})"
+        sql = f"SELECT * FROM read_json({sql_literal(manifests)}, columns={{{cols}}})"
     else:
         sql = "SELECT " + ", ".join(
             f'CAST(NULL AS {t}) AS "{k}"' for k, t in RUNS_COLUMNS.items()

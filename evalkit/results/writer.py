@@ -8,13 +8,16 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalkit.results.columns import empty_select_sql
+from evalkit.results.columns import empty_select_sql, sql_literal
 from evalkit.results.schemas import RECORDS, TABLES, conform
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 @contextlib.contextmanager
@@ -101,9 +104,22 @@ def judgments_view_sql(run_dir: Path) -> str:
     parts = sorted((run_dir / "judgments").glob("part-*.parquet"))
     if not parts:
         return empty_select_sql("judgments")
-    files = ", ".join(_sql_str(str(p)) for p in parts)
+    files = ", ".join(sql_literal(str(p)) for p in parts)
     return f"SELECT * FROM read_parquet([{files}], union_by_name=true)"
 
 
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def records_view_sql(run_dir: Path) -> str:
+    """SQL reading a run's records."""
+    return f"SELECT * FROM read_parquet({sql_literal(str(run_dir / 'records.parquet'))})"
+
+
+def run_connection(run_dir: Path) -> duckdb.DuckDBPyConnection:
+    """DuckDB (in memory) with one finished run's ``records``, ``judgments`` and
+    ``included`` (records no filter set aside) as views: what metrics and sinks read."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW records AS {records_view_sql(run_dir)}")
+    con.execute(f"CREATE VIEW judgments AS {judgments_view_sql(run_dir)}")
+    con.execute("CREATE VIEW included AS SELECT * FROM records WHERE excluded_by IS NULL")
+    return con

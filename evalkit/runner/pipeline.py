@@ -22,7 +22,7 @@ from evalkit.config import PluginInstance, RunConfig
 from evalkit.context import RunContext
 from evalkit.errors import EvalkitError, RunFailed
 from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
-from evalkit.results.writer import RunWriter, judgments_view_sql
+from evalkit.results.writer import RunWriter, run_connection
 
 
 def new_run_id() -> str:
@@ -159,17 +159,6 @@ class _JudgeRunner:
                 acc[k] = acc.get(k, 0) + v
 
 
-def _metrics_connection(run_dir: Path):  # -> duckdb.DuckDBPyConnection
-    import duckdb
-
-    con = duckdb.connect()
-    records = str(run_dir / "records.parquet").replace("'", "''")
-    con.execute(f"CREATE VIEW records AS SELECT * FROM read_parquet('{records}')")
-    con.execute(f"CREATE VIEW judgments AS {judgments_view_sql(run_dir)}")
-    con.execute("CREATE VIEW included AS SELECT * FROM records WHERE excluded_by IS NULL")
-    return con
-
-
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
         "==": operator.eq, "!=": operator.ne}
 _SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -289,7 +278,7 @@ def execute(rc: RunConfig) -> RunResult:
         timings.update(judge_runner.timings)
 
         t0 = time.perf_counter()
-        con = _metrics_connection(run_dir)
+        con = run_connection(run_dir)
         metric_tables = []
         for inst in rc.metrics:
             t1 = time.perf_counter()

@@ -70,7 +70,7 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The manifest and every judgment joined with its record's Langfuse ids."""
     import duckdb
 
-    from evalkit.results.writer import judgments_view_sql
+    from evalkit.results.writer import run_connection
 
     manifest_path = run_dir / "manifest.json"
     try:
@@ -78,16 +78,14 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     except (OSError, ValueError) as exc:
         raise EvalkitError(f"push: cannot read {manifest_path} ({exc}); pass a run id or a "
                            "run directory") from None
-    records = str(run_dir / "records.parquet").replace("'", "''")
-    con = duckdb.connect()
+    con = run_connection(run_dir)
     try:
         rel = con.sql(
-            f"SELECT j.record_id, j.judge, j.plugin, j.judge_model, j.value, j.label, "
-            f"j.passed, j.explanation, j.status, j.error, j.origin, r.trace_id, "
-            f"r.observation_id, r.session_id, r.excluded_by, r.exclude_reason "
-            f"FROM ({judgments_view_sql(run_dir)}) j "
-            f"LEFT JOIN read_parquet('{records}') r USING (record_id) "
-            f"ORDER BY j.judge, j.record_id")
+            "SELECT j.record_id, j.judge, j.plugin, j.judge_model, j.value, j.label, "
+            "j.passed, j.explanation, j.status, j.error, j.origin, r.trace_id, "
+            "r.observation_id, r.session_id, r.excluded_by, r.exclude_reason "
+            "FROM judgments j LEFT JOIN records r USING (record_id) "
+            "ORDER BY j.judge, j.record_id")
         rows = rel.to_arrow_table().to_pylist()
     except duckdb.Error as exc:
         raise EvalkitError(f"push: cannot read the run in {run_dir}: {exc}") from None
