@@ -99,6 +99,6 @@ async def classify_failure_modes(table: Any, ctx: Any, name: str = "failure_mode
     ``options`` are :class:`FailureModeLlmConfig` fields (``model`` at least); a bad option
     raises ValueError. Returns judgment rows (label, explanation, accounting) as the judge
     does."""
-    config = FailureModeLlmConfig(**{"records": "all", **options})
+    config = FailureModeLlmConfig(**options)
     config.validate()
     return await FailureModeLlmJudge(name, config, ctx).ajudge(table)
