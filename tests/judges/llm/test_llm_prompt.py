@@ -7,7 +7,7 @@ import pytest
 from fake_llm_server import Reply
 from llm_helpers import judge, make, records
 
-from evalkit.judges.llm._parse import ParseError, parse_json_object
+from evalkit.judges.llm._parse import ParseError, indexed, parse_json_object
 from evalkit.judges.llm._prompt import render
 from evalkit.judges.llm.geval import GEvalJudge
 from evalkit.judges.llm.qag_faithfulness import QagFaithfulnessJudge
@@ -66,3 +66,14 @@ def test_tolerant_json_reading(text):
 def test_unreadable_answers_raise(text):
     with pytest.raises(ParseError):
         parse_json_object(text)
+
+
+def test_indexed_answers_are_read_in_index_order():
+    obj = {"answers": [{"index": "2", "ok": "b"}, {"index": 1, "ok": "a"}]}
+    assert indexed(obj, "answers", 1, 2, lambda item: item["ok"], "no answer for") == ["a", "b"]
+    for bad, message in [({"answers": [{"index": True}, {"index": 2}]}, "index is True"),
+                         ({"answers": [{"index": 3}]}, "expected 1..2"),
+                         ({"answers": [{"index": 2}]}, r"no answer for \[1\]"),
+                         ({"answers": ["yes"]}, "not an object")]:
+        with pytest.raises(ParseError, match=message):
+            indexed(bad, "answers", 1, 2, lambda item: None, "no answer for")
