@@ -84,7 +84,7 @@ class QagFaithfulnessJudge(LlmJudge):
     output_tokens_per_call = 400
 
     def skip_reason(self, record: dict[str, Any]) -> str | None:
-        if not [c for c in record.get("context") or [] if c and c.strip()]:
+        if not any(c and c.strip() for c in record.get("context") or []):
             return "no context to ground the output against"
         return None
 
