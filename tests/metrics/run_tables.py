@@ -10,8 +10,7 @@ from typing import Any
 import duckdb
 
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
-from evalkit.results.writer import write_parquet
-from evalkit.runner.pipeline import _metrics_connection
+from evalkit.results.writer import run_connection, write_parquet
 
 
 def connect(records: Iterable[Mapping[str, Any]],
@@ -38,7 +37,7 @@ def run_dir_connection(run_dir: Path, records: Iterable[Mapping[str, Any]],
     (run_dir / "judgments").mkdir()
     write_parquet(conform(list(judgments), JUDGMENTS),
                   run_dir / "judgments" / "part-00000.parquet")
-    return _metrics_connection(run_dir)
+    return run_connection(run_dir)
 
 
 def rows_by(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
