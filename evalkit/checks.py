@@ -35,3 +35,9 @@ def check_one_of(value: Any, choices: Sequence[Any], key: str) -> None:
     """``value`` must be one of ``choices``."""
     if value not in choices:
         raise ValueError(f"{key}: {value!r} is not one of {', '.join(map(str, choices))}")
+
+
+def check_unit_interval(value: float, key: str) -> None:
+    """``value`` must lie in [0, 1] (a threshold on a score or a share)."""
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{key}: {value} is not within [0, 1]")

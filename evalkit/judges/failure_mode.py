@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.checks import check_text_columns
+from evalkit.checks import check_text_columns, check_unit_interval
 from evalkit.filters.pipeline_failure import PipelineFailureConfig, failure_reasons
 from evalkit.judges._det import verdicts
 from evalkit.judges.prompt_echo import echo_similarities
@@ -60,8 +60,7 @@ class FailureModeConfig:
         if self.model is not None:
             self.llm_config().validate()
         check_text_columns(self.echo_against, "echo_against")
-        if not 0.0 <= self.echo_threshold <= 1.0:
-            raise ValueError(f"echo_threshold: {self.echo_threshold} is not within [0, 1]")
+        check_unit_interval(self.echo_threshold, "echo_threshold")
         ToolSuccessMismatchConfig(sources=list(self.tool_sources)).validate()
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.checks import check_text_columns
+from evalkit.checks import check_text_columns, check_unit_interval
 from evalkit.judges._det import verdicts
 
 
@@ -22,8 +22,7 @@ class PromptEchoConfig:
     min_words: int = 3  # shorter outputs are echoes only when they equal the whole prompt
 
     def validate(self) -> None:
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold: {self.threshold} is not within [0, 1]")
+        check_unit_interval(self.threshold, "threshold")
         if self.ngram < 1:
             raise ValueError("ngram: must be at least 1")
         if self.min_words < 1:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from evalkit.checks import check_unit_interval
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 # English function words: they occur everywhere, so their overlap says nothing about grounding
@@ -34,8 +36,7 @@ class TokenOverlapConfig:
     def validate(self) -> None:
         if self.ngram < 1:
             raise ValueError("ngram: must be at least 1")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold: {self.threshold} is not within [0, 1]")
+        check_unit_interval(self.threshold, "threshold")
         if not self.against:
             raise ValueError("against: name at least one record column (e.g. [context])")
         from evalkit.results.schemas import RECORDS

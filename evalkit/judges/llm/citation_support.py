@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.checks import check_unit_interval
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import indexed, parse_json_object, require
@@ -54,8 +55,7 @@ class CitationSupportConfig(LlmJudgeConfig):
     def validate(self) -> None:
         super().validate()
         check_citation_settings(self.pattern, self.ids)
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold: {self.threshold} is not within [0, 1]")
+        check_unit_interval(self.threshold, "threshold")
 
 
 def _parse_verdicts(n: int):  # -> Parser

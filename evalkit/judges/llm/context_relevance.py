@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.checks import check_unit_interval
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import ParseError, indexed, parse_json_object, require
@@ -64,8 +65,7 @@ class ContextRelevanceConfig(LlmJudgeConfig):
             raise ValueError(f"score: {self.score!r} is not one of {', '.join(SCORES)}")
         if self.passages_per_call < 1 or self.max_statements < 1:
             raise ValueError("passages_per_call and max_statements: must be at least 1")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold: {self.threshold} is not within [0, 1]")
+        check_unit_interval(self.threshold, "threshold")
 
 
 def _flag(item: dict[str, Any], key: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from evalkit.checks import check_unit_interval
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._engine import CallResult
@@ -104,8 +105,7 @@ class GEvalConfig(LlmJudgeConfig):
             load_rubric(self.rubric)
         if self.inputs:
             _check_inputs(list(self.inputs), "inputs")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold: {self.threshold} is not within [0, 1]")
+        check_unit_interval(self.threshold, "threshold")
 
 
 def weighted_score(logprobs: list[dict[str, Any]] | None) -> float | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.checks import check_unit_interval
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import number, parse_json_object, require
@@ -40,8 +41,7 @@ class HallucinationLlmConfig(LlmJudgeConfig):
         super().validate()
         if self.mode not in MODES:
             raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(MODES)}")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold: {self.threshold} is not within [0, 1]")
+        check_unit_interval(self.threshold, "threshold")
 
 
 class HallucinationLlmJudge(LlmJudge):

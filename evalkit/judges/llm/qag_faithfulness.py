@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.checks import check_unit_interval
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import ParseError, choice, indexed, parse_json_object, require
@@ -49,8 +50,7 @@ class QagFaithfulnessConfig(LlmJudgeConfig):
         super().validate()
         if self.score not in SCORES:
             raise ValueError(f"score: {self.score!r} is not one of {', '.join(SCORES)}")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold: {self.threshold} is not within [0, 1]")
+        check_unit_interval(self.threshold, "threshold")
         if self.max_claims < 1 or self.max_context_items < 1:
             raise ValueError("max_claims and max_context_items: must be at least 1")
 
