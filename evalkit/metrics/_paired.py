@@ -32,17 +32,6 @@ def pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.clip(_div((da * db).sum(axis=1), den), -1.0, 1.0)
 
 
-def rankdata(x: np.ndarray) -> np.ndarray:
-    """Ranks from 1, ties sharing their average rank (``scipy.stats.rankdata``'s default)."""
-    order = np.argsort(x, kind="mergesort")
-    sorted_x = x[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_x)) + 1]  # first index of each tie run
-    ends = np.r_[starts[1:], len(x)]
-    ranks = np.empty(len(x))
-    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
-    return ranks
-
-
 def codes(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Each value's index among the sorted distinct values, and how many there are: what
     :func:`spearman_codes` ranks from."""
@@ -63,13 +52,6 @@ def ranks_from_codes(c: np.ndarray, k: int) -> np.ndarray:
 def spearman_codes(ca: np.ndarray, cb: np.ndarray, ka: int, kb: int) -> np.ndarray:
     """Spearman's rho per row from value codes (see :func:`codes`)."""
     return pearson(ranks_from_codes(ca, ka), ranks_from_codes(cb, kb))
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Spearman's rho per row: Pearson's r of the (tie-averaged) ranks."""
-    ca, ka = codes(a)
-    cb, kb = codes(b)
-    return spearman_codes(ca, cb, ka, kb)
 
 
 def percent_agreement(x: np.ndarray, y: np.ndarray) -> np.ndarray:

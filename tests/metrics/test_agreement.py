@@ -11,7 +11,13 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
-from evalkit.metrics._paired import alpha_interval, alpha_nominal, rankdata, spearman
+from evalkit.metrics._paired import (
+    alpha_interval,
+    alpha_nominal,
+    codes,
+    ranks_from_codes,
+    spearman_codes,
+)
 from evalkit.metrics._pairs import PairConfig
 from evalkit.metrics.agreement import AgreementMetric
 from tests.metrics.run_tables import by_metric, connect, pairs
@@ -63,8 +69,10 @@ def test_vectorised_statistics_match_references_row_by_row():
         x, y = (a[i] >= 2).astype(float), (b[i] >= 2).astype(float)
         assert alpha_nominal(x[None], y[None])[0] == pytest.approx(krippendorff.alpha(
             reliability_data=[x, y], level_of_measurement="nominal"))
-        assert np.allclose(rankdata(a[i]), stats.rankdata(a[i]))
-        assert spearman(a, b)[i] == pytest.approx(stats.spearmanr(a[i], b[i])[0])
+        assert np.allclose(ranks_from_codes(*codes(a[i:i + 1]))[0], stats.rankdata(a[i]))
+        (ca, ka), (cb, kb) = codes(a), codes(b)
+        assert spearman_codes(ca, cb, ka, kb)[i] == pytest.approx(
+            stats.spearmanr(a[i], b[i])[0])
 
 
 def test_confidence_interval_brackets_the_value_and_is_reproducible():
