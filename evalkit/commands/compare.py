@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from evalkit.commands._runs import find_run
 from evalkit.errors import EvalkitError
 
 FORMATS = ("table", "csv", "json")
@@ -40,23 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this metric instance (repeatable)")
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="output format (default: table)")
-
-
-def find_run(ref: str, runs_dir: Path) -> Path:
-    """The run directory named by ``ref``: a path holding ``manifest.json``, or a run id
-    under ``runs_dir/<experiment>/``."""
-    path = Path(ref)
-    if (path / "manifest.json").is_file():
-        return path
-    hits = sorted(p.parent for p in runs_dir.glob(f"*/{ref}/manifest.json"))
-    if len(hits) == 1:
-        return hits[0]
-    if len(hits) > 1:
-        raise EvalkitError(f"compare: run id '{ref}' is in several experiments "
-                           f"({', '.join(str(h) for h in hits)}); pass the run directory")
-    raise EvalkitError(f"compare: no run '{ref}' (neither a run directory with manifest.json "
-                       f"nor a run id under {runs_dir}/<experiment>/); see "
-                       "evalkit query \"SELECT run_id, experiment FROM runs\"")
 
 
 class _Run:
@@ -212,7 +196,8 @@ def main(args: argparse.Namespace) -> int:
         raise EvalkitError("compare: --n-boot must be 0 or more")
     if not 0.0 < args.confidence < 1.0:
         raise EvalkitError("compare: --confidence must be within (0, 1)")
-    run_a, run_b = find_run(args.run_a, runs_dir), find_run(args.run_b, runs_dir)
+    run_a = find_run(args.run_a, runs_dir, "compare")
+    run_b = find_run(args.run_b, runs_dir, "compare")
     rows = compare(run_a, run_b, args.n_boot, args.seed, args.confidence, args.metric)
     if args.format == "json":
         for row in rows:

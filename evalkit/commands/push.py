@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from evalkit.commands._runs import find_run
 from evalkit.errors import EvalkitError
 
 
@@ -27,28 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def find_run(run: str, runs_dir: Path) -> Path:
-    """The directory of run ``run``: a path to it, or its id under ``runs_dir``."""
-    path = Path(run)
-    if (path / "manifest.json").is_file():
-        return path
-    found = sorted(runs_dir.glob(f"*/{run}/manifest.json"))
-    if not found:
-        raise EvalkitError(f"push: no run '{run}' under {runs_dir}/ (and no run directory at "
-                           f"that path); list runs with: evalkit query \"SELECT run_id, "
-                           "experiment FROM runs\"")
-    if len(found) > 1:
-        raise EvalkitError(f"push: run id '{run}' exists in several experiments "
-                           f"({', '.join(str(p.parent) for p in found)}); pass the directory")
-    return found[0].parent
-
-
 def main(args: argparse.Namespace) -> int:
     from evalkit.config import validate_dataclass
     from evalkit.errors import PluginError
     from evalkit.registry import registry
 
-    run_dir = find_run(args.run, Path(args.runs_dir))
+    run_dir = find_run(args.run, Path(args.runs_dir), "push")
     try:
         cls = registry().get("sinks", args.to)
     except PluginError as exc:

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit.commands.compare import compare, find_run
+from evalkit.commands._runs import find_run
+from evalkit.commands.compare import compare
 from evalkit.errors import EvalkitError
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
 from evalkit.results.writer import write_json, write_parquet
@@ -88,9 +89,9 @@ def test_errors(tmp_path):
                   metrics={"other": {"plugin": "mean", "judge": "g"}})
     with pytest.raises(EvalkitError, match="no metric in common"):
         compare(a, c, n_boot=5)
-    assert find_run("A", tmp_path) == a and find_run(str(b), tmp_path) == b
+    assert find_run("A", tmp_path, "compare") == a and find_run(str(b), tmp_path, "compare") == b
     with pytest.raises(EvalkitError, match="no run 'nope'"):
-        find_run("nope", tmp_path)
+        find_run("nope", tmp_path, "compare")
 
 
 def test_cli(tmp_path):
