@@ -18,6 +18,7 @@ from evalkit.metrics._signals import (
     index_slices,
     judgment_join,
     mean_row,
+    value_groups,
 )
 
 
@@ -28,11 +29,11 @@ class JudgeMetricConfig(SliceConfig):
 
 
 def judged_table(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
-    """One row per record: slice columns, ``excluded_by``, and the judge's ``value``,
+    """One row per record: ``excluded_by``, slice columns, and the judge's ``value``,
     ``passed``, ``label`` and ``status`` (null when the judge left no judgment)."""
     cols = ", ".join(f'r."{c}"' for c in dict.fromkeys(["excluded_by", *slice_by]))
-    join, params = judgment_join(judge, ["value", "passed", "label"], "j")
-    return con.execute(f"SELECT r.record_id, {cols}, j.value, j.passed, j.label, j.status "
+    join, params = judgment_join(con, judge, ["value", "passed", "label"], "j")
+    return con.execute(f"SELECT {cols}, j.value, j.passed, j.label, j.status "
                        f"FROM records r {join}", params).to_arrow_table()
 
 
@@ -44,7 +45,8 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
     table = judged_table(con, cfg.judge, list(cfg.slice_by))
     values = np.asarray(score(table).to_numpy(zero_copy_only=False), dtype=float)
     excluded = excluded_mask(table)
-    excluded_by = np.asarray(table.column("excluded_by").to_pylist(), dtype=object)
+    by_filter_rows = [(f, idx) for f, idx in value_groups(table.column("excluded_by"))
+                      if f is not None]
     undefined = "no scored records in this slice"
     if table.column("status").null_count == table.num_rows:
         undefined = f"no judgments from judge '{cfg.judge}' in this run"
@@ -64,8 +66,12 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
                                       "records as filtered")
         rows.append(raw)
         by_filter = {}
-        for f in dict.fromkeys(excluded_by[idx][excluded[idx]]):
-            mine = idx[excluded_by[idx] == f]
+        in_slice = np.zeros(len(values), dtype=bool)
+        in_slice[idx] = True
+        for f, rows_of_f in by_filter_rows:
+            mine = rows_of_f[in_slice[rows_of_f]]
+            if not len(mine):
+                continue
             vals = values[mine][~np.isnan(values[mine])]
             by_filter[f] = {"n_excluded": len(mine), "n_scored": len(vals),
                             "mean": float(vals.mean()) if len(vals) else None}

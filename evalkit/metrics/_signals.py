@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from evalkit.metrics._stats import SLICEABLE, check_slice_by, mean_ci, slices
+from evalkit.metrics._stats import SLICEABLE, check_slice_by, mean_ci, value_groups
 from evalkit.paths import value_at
 from evalkit.results.schemas import RECORDS
 
@@ -122,12 +122,19 @@ def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None
     return number, None
 
 
-def judgment_join(judge: str, fields: list[str], alias: str) -> tuple[str, list[Any]]:
+def judgment_join(con: Any, judge: str, fields: list[str], alias: str
+                  ) -> tuple[str, list[Any]]:
     """``LEFT JOIN`` SQL (and its parameters) adding judge ``judge``'s ``status``, ``error``
     and ``fields`` as ``alias``: one row per record, so a judge that left several judgments
     for a record (a rerun, an imported and a computed copy) contributes its ok one first,
-    every field from that row."""
+    every field from that row. The usual case, one judgment per record, is checked first
+    and joined without the sort that picking one needs (a third of the time at 1M rows)."""
     cols = ", ".join(f'"{f}"' for f in dict.fromkeys(["status", "error", *fields]))
+    (dups,) = con.execute("SELECT count(*) - count(DISTINCT record_id) FROM judgments "
+                          "WHERE judge = ?", [judge]).fetchone()
+    if not dups:
+        return (f"LEFT JOIN (SELECT record_id, {cols} FROM judgments WHERE judge = ?) {alias} "
+                "USING (record_id)", [judge])
     return (f"LEFT JOIN (SELECT DISTINCT ON (record_id) record_id, {cols} FROM judgments "
             "WHERE judge = ? ORDER BY record_id, CASE status WHEN 'ok' THEN 0 "
             f"WHEN 'error' THEN 1 ELSE 2 END) {alias} USING (record_id)", [judge])
@@ -149,7 +156,7 @@ def fetch(con: Any, specs: Mapping[str, SignalSpec], columns: list[str],
             continue
         alias = f"j{i}"
         extra = list((judge_fields or {}).get(name, []))
-        sql, p = judgment_join(spec.judge or "", [spec.field, *extra], alias)
+        sql, p = judgment_join(con, spec.judge or "", [spec.field, *extra], alias)
         joins.append(sql)
         params += p
         select += [f'{alias}."{spec.field}" AS "{name}"',
@@ -212,11 +219,12 @@ def metric_row(metric: str, label: str, value: float | None, ci: tuple[Any, Any]
 
 def index_slices(table: pa.Table, slice_by: list[str]) -> list[tuple[str, np.ndarray]]:
     """``slices`` as row-index arrays into ``table`` (so per-record numpy arrays can be
-    sliced alongside)."""
-    indexed = table.select(slice_by).append_column("__i", pa.array(range(table.num_rows),
-                                                                    pa.int64()))
-    return [(label, part.column("__i").to_numpy()) for label, part in
-            slices(indexed, slice_by)]
+    sliced alongside): ``("all", every row)``, then ``("col=value", rows)`` per value."""
+    out = [("all", np.arange(table.num_rows))]
+    for col in slice_by:
+        out += [(f"{col}={'null' if value is None else value}", idx)
+                for value, idx in value_groups(table.column(col))]
+    return out
 
 
 def excluded_mask(table: pa.Table) -> np.ndarray:

@@ -21,16 +21,27 @@ def check_slice_by(slice_by: list[str]) -> None:
                          f"{', '.join(SLICEABLE)}")
 
 
+def value_groups(column: pa.ChunkedArray | pa.Array) -> list[tuple[object, np.ndarray]]:
+    """Each distinct value of ``column`` (null included) in order of first appearance, with
+    the ascending row indices that hold it: one dictionary encoding and one stable sort,
+    instead of a filter pass per value."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column, null_encoding="encode")
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+    return [(value, order[bounds[k]:bounds[k + 1]])
+            for k, value in enumerate(encoded.dictionary.to_pylist())]
+
+
 def slices(table: pa.Table, slice_by: list[str]) -> Iterator[tuple[str, pa.Table]]:
     """``("all", table)``, then ``("col=value", rows)`` for each value of each column in
-    ``slice_by`` (null values as ``col=null``)."""
+    ``slice_by`` (null values as ``col=null``), in order of first appearance."""
     yield "all", table
     for col in slice_by:
-        column = table.column(col)
-        for value in pc.unique(column).to_pylist():
-            mask = pc.is_null(column) if value is None else pc.equal(column, value)
-            yield f"{col}={'null' if value is None else value}", table.filter(
-                pc.fill_null(mask, False))
+        for value, idx in value_groups(table.column(col)):
+            yield f"{col}={'null' if value is None else value}", table.take(idx)
 
 
 _FEW_DISTINCT = 256

@@ -68,12 +68,12 @@ class CrosstabMetric:
         category = (f"CASE {_flag_sql('j', cfg.threshold)} WHEN true THEN 'flagged' "
                     "WHEN false THEN 'not_flagged' END" if cfg.of == "flag"
                     else "CASE WHEN j.status = 'ok' THEN j.label END")
-        join, params = judgment_join(cfg.judge, _FIELDS, "j")
+        join, params = judgment_join(con, cfg.judge, _FIELDS, "j")
         cols = ", ".join(f'r."{c}"' for c in dict.fromkeys(["excluded_by", cfg.by]))
         sql = f"SELECT r.record_id, {cols}, {category} AS category FROM records r {join}"
         where = []
         if cfg.flagged_by is not None:
-            join, flagged_params = judgment_join(cfg.flagged_by, _FIELDS, "f")
+            join, flagged_params = judgment_join(con, cfg.flagged_by, _FIELDS, "f")
             sql += f" {join}"
             params += flagged_params
             where.append(f"coalesce({_flag_sql('f', cfg.flagged_threshold)}, false)")
