@@ -36,7 +36,7 @@ import pyarrow as pa
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.paths import getter
-from evalkit.results.schemas import RECORDS
+from evalkit.results.schemas import RECORDS, json_text
 from evalkit.sources._mapping import MAPPABLE, coercer
 from evalkit.sources.langfuse import mapping
 from evalkit.sources.langfuse.client import (
@@ -617,31 +617,52 @@ class _Reader:
 
     def _records(self, items: list[Any], where: str,
                  extra: Mapping[str, Any] | None = None) -> pa.Table:
-        traces = self.cfg.read == "traces"
-        rows = []
-        for i, raw in enumerate(items):
-            try:
-                if not isinstance(raw, Mapping):
-                    raise ValueError(f"expected an object, got {type(raw).__name__}")
-                if traces and self.src.api == "v3":
-                    row = mapping.trace_record(raw)
-                else:  # v4 reads a trace as its root observation
-                    row = mapping.observation_record(raw, as_trace=traces, extra=extra)
-                for col, get, coerce in self.custom:
-                    value = get(raw)
-                    if value is not None:
-                        row[col] = coerce(value)
-            except (ValueError, TypeError, AttributeError, OverflowError) as exc:
-                self._reject(f"{where} item {i}", f"cannot map to a record: {exc}", raw)
-                continue
-            if row["record_id"] in self.seen:
-                # page-based listings shift while new data arrives; the same object twice
+        """A page of objects as a record table, mapped column by column. Objects that cannot
+        be mapped are rejects, found by mapping the page one object at a time once the whole
+        page fails; objects already read are dropped as duplicates."""
+        try:
+            columns = self._columns(items, extra)
+        except _MAP_ERRORS:
+            good = []
+            for i, raw in enumerate(items):
+                try:
+                    self._columns([raw], extra)
+                except _MAP_ERRORS as exc:
+                    self._reject(f"{where} item {i}", f"cannot map to a record: {exc}", raw)
+                else:
+                    good.append(raw)
+            columns = self._columns(good, extra)
+        # page-based listings shift while new data arrives: the same object twice
+        keep, seen = [], self.seen
+        for i, rid in enumerate(columns["record_id"]):
+            if rid in seen:
                 self.counts["duplicates"] += 1
-                continue
-            self.seen.add(row["record_id"])
-            row["source"] = self.src.name
-            rows.append(row)
-        return _table(rows, self.columns, self._reject, where)
+            else:
+                seen.add(rid)
+                keep.append(i)
+        if len(keep) < len(columns["record_id"]):
+            taken = pa.array(keep, pa.int64())
+            columns = {col: values.take(taken) if isinstance(values, pa.Array)
+                       else [values[i] for i in keep] for col, values in columns.items()}
+        columns["source"] = [self.src.name] * len(keep)
+        return _table(columns, len(keep), self.columns, self._reject, where)
+
+    def _columns(self, items: list[Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The mapped columns of ``items`` with the custom ``fields`` over them (a custom
+        value that is absent leaves the mapped one)."""
+        if self.cfg.read == "traces" and self.src.api == "v3":
+            columns = mapping.trace_columns(items)
+        else:  # v4 reads a trace as its root observation
+            columns = mapping.observation_columns(items, self.cfg.read == "traces", extra)
+        for col, get, coerce in self.custom:
+            values = [None if (v := get(raw)) is None else coerce(v) for raw in items]
+            mapped = columns.get(col)
+            if mapped is not None:
+                if isinstance(mapped, pa.Array):
+                    mapped = mapped.to_pylist()
+                values = [m if v is None else v for v, m in zip(values, mapped, strict=True)]
+            columns[col] = values
+        return columns
 
     def _emit(self, table: pa.Table) -> None:
         if not table.num_rows:
@@ -659,7 +680,7 @@ class _Reader:
 
     def _reject(self, location: str, reason: str, raw: Any) -> None:
         self.counts["rejected"] += 1
-        text = mapping.text(raw)
+        text = json_text(raw)
         if self._page_rejects is not None:
             self._page_rejects.append([location, reason, text])
         self.put(("reject", (location, reason, text)))
@@ -814,6 +835,10 @@ async def _all(coros: Iterable[Coroutine[Any, Any, None]]) -> None:
         raise
 
 
+_MAP_ERRORS = (ValueError, TypeError, AttributeError, OverflowError)
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
+
+
 class _StreamFailed(Exception):
     """A listing cannot go on (422 at the smallest page, a response without its metadata)."""
 
@@ -833,20 +858,28 @@ def _data(body: Any, path: str) -> list[Any]:
     return data
 
 
-def _table(rows: list[dict[str, Any]], schema: pa.Schema,
+def _table(columns: dict[str, Any], n: int, schema: pa.Schema,
            reject: Callable[[str, str, Any], None], where: str) -> pa.Table:
-    """Mapped rows as a record table; rows Arrow cannot convert are rejects."""
+    """Mapped columns as a record table, one Arrow conversion per column; when a value does
+    not fit its column, the rows are converted one by one and those that fail are rejects."""
     try:
-        return pa.Table.from_pylist(rows, schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        good = []
-        for row in rows:
-            try:
-                pa.Table.from_pylist([row], schema=schema)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError,
-                    OverflowError) as exc:
-                reject(f"{where} record {row.get('record_id')}", f"bad value: {exc}", None)
-            else:
-                good.append(row)
-        return pa.Table.from_pylist(good, schema=schema)
+        return pa.Table.from_arrays([_array(columns.get(f.name), n, f.type) for f in schema],
+                                    schema=schema)
+    except _ARROW_ERRORS:
+        pass
+    values = {col: v.to_pylist() if isinstance(v, pa.Array) else v for col, v in columns.items()}
+    good = []
+    for row in ({col: v[i] for col, v in values.items()} for i in range(n)):
+        try:
+            pa.Table.from_pylist([row], schema=schema)
+        except _ARROW_ERRORS as exc:
+            reject(f"{where} record {row.get('record_id')}", f"bad value: {exc}", None)
+        else:
+            good.append(row)
+    return pa.Table.from_pylist(good, schema=schema)
 
+
+def _array(values: Any, n: int, typ: pa.DataType) -> pa.Array:
+    if values is None:
+        return pa.nulls(n, typ)
+    return values if isinstance(values, pa.Array) else pa.array(values, typ)
