@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -18,7 +19,7 @@ import pyarrow as pa
 
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError
-from evalkit.paths import getter
+from evalkit.paths import getter, parts_of, walk
 from evalkit.results.schemas import RECORDS, json_text
 
 # columns a source may fill (the rest belong to the runner and the filters)
@@ -210,18 +211,19 @@ class RecordBuilder:
         bad: dict[int, str] = {}
         arrays: dict[str, pa.Array] = {}
         present = set().union(*map(dict.keys, rows))
+        tops: dict[str, list[Any]] = {}  # top-level key -> its value in every row
         for col, get in self.getters.items():
             if self.mapping[col].split(".")[0] not in present:
                 if col == "metadata" and self.extra_to_metadata and present - self.consumed:
-                    vals = self._with_extras([None] * n)
+                    vals = self._with_extras([None] * n, present)
                     arrays[col] = self._column(col, vals, bad)
                 continue
-            vals = [get(o) for o in rows]
+            vals = self._values(col, get, tops)
             if col == "record_id":
                 vals = [None if v is None else v if type(v) is str else json_text(v)
                         for v in vals]
             elif col == "metadata" and self.extra_to_metadata:
-                vals = self._with_extras(vals)
+                vals = self._with_extras(vals, present)
             arrays[col] = self._column(col, vals, bad)
         if "record_id" not in self.getters:
             # default id: file name and line, stable while the file is unchanged
@@ -238,6 +240,8 @@ class RecordBuilder:
                 bad.setdefault(int(i), f"required field '{col}' is missing (mapped from "
                                f"'{self.mapping[col]}')")
         imported: list[dict[str, Any]] = []
+        if self._clean_ids(ids, bad):
+            ids = []  # every id is new and present: recorded, nothing to check row by row
         for i, rid in enumerate(ids):
             if i in bad:
                 continue
@@ -267,12 +271,48 @@ class RecordBuilder:
         self._reset()
         return table if table.num_rows else None
 
-    def _with_extras(self, vals: list[Any]) -> list[Any]:
-        consumed = self.consumed
+    def _clean_ids(self, ids: list[Any], bad: dict[int, str]) -> bool:
+        """When no row is bad yet, no score is imported and the batch's ids are present,
+        distinct and new, record them all at once (C-level set operations) and say so."""
+        if bad or self.scores or self.scores_list:
+            return False
+        distinct = set(ids)
+        if len(distinct) != len(ids) or None in distinct or \
+                not self.seen_ids.keys().isdisjoint(distinct):
+            return False
+        self.seen_ids.update(zip(ids, self.wheres, strict=True))
+        return True
+
+    def _values(self, col: str, get: Callable[[Any], Any], tops: dict[str, list[Any]]
+                ) -> list[Any]:
+        """Column ``col`` of every row. Top-level keys are read once per batch with a C-level
+        ``map`` (they serve several columns: ``usage.input``, ``usage.output``); one more
+        plain key is read off those values; deeper paths walk each row."""
+        parts = parts_of(self.mapping[col])
+        if len(parts) > 2 or not all(type(p) is str for p in parts):
+            return [get(o) for o in self.rows]
+        outer = str(parts[0])
+        if outer not in tops:
+            tops[outer] = list(map(dict.get, self.rows, repeat(outer)))
+        if len(parts) == 1:
+            return tops[outer]
+        inner = parts[1:]
+        return [v.get(inner[0]) if type(v) is dict else walk(v, inner) if type(v) is str
+                else None for v in tops[outer]]
+
+    def _with_extras(self, vals: list[Any], present: set[str]) -> list[Any]:
+        """``vals``, with each missing value replaced by the row's unmapped keys (in the row's
+        order), when it has any."""
+        extra = present - self.consumed
+        if not extra:
+            return vals
+        if len(extra) == 1:  # the usual shape: one key the mapping does not consume
+            (key,) = extra
+            return [v if v is not None or key not in o else {key: o[key]}
+                    for v, o in zip(vals, self.rows, strict=True)]
         out = []
         for v, o in zip(vals, self.rows, strict=True):
-            extra = o.keys() - consumed
-            if v is None and extra:
+            if v is None and not extra.isdisjoint(o):
                 v = {k: o[k] for k in o if k in extra}
             out.append(v)
         return out
@@ -283,6 +323,9 @@ class RecordBuilder:
             return _fast_array(vals, typ)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
             pass
+        if pa.types.is_string(typ):  # text beside JSON values (message lists, objects)
+            return pa.array([v if v is None or type(v) is str else json_text(v)
+                             for v in vals], typ)
         coerce = coercer(typ)
         out = []
         for i, v in enumerate(vals):
