@@ -41,6 +41,29 @@ def test_nested_mapping_types_and_metadata(tmp_path: Path, ctx: RunContext) -> N
     assert ctx.rejects == []
 
 
+def test_columns_and_extras_across_row_shapes_in_one_batch(tmp_path: Path,
+                                                         ctx: RunContext) -> None:
+    """Top-level keys are read once per batch and serve several columns; each row still
+    gets its own unmapped keys, in its own order, and a nested path steps into JSON text."""
+    rows = [{"id": "a", "usage": {"input": 1, "output": 2}, "team": "x", "env": "prod"},
+            {"id": "b", "usage": '{"input": 3, "output": 4}', "env": "dev", "team": None},
+            {"id": "c", "usage": 5, "metadata": {"kept": True}, "team": "y"},
+            {"id": "d"}]
+    path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in rows])
+    cfg = FileSourceConfig(path=str(path), record_id="id",
+                           fields={"input_tokens": "usage.input", "output_tokens": "usage.output"})
+    got = read_all(JsonlSource("s", cfg, ctx)).to_pylist()
+    assert [(r["input_tokens"], r["output_tokens"]) for r in got] == [
+        (1, 2), (3, 4), (None, None), (None, None)]
+    assert [r["metadata"] for r in got] == ['{"team":"x","env":"prod"}',
+                                            '{"env":"dev","team":null}', '{"kept":true}', None]
+    single = _write(tmp_path / "b.jsonl", [json.dumps({"id": "e", "team": None}),
+                                          json.dumps({"id": "f"})])
+    got = read_all(JsonlSource("s", FileSourceConfig(path=str(single), record_id="id"),
+                               ctx)).to_pylist()
+    assert [r["metadata"] for r in got] == ['{"team":null}', None]
+
+
 def test_object_output_is_kept_as_json_text(tmp_path: Path, ctx: RunContext) -> None:
     path = _write(tmp_path / "a.jsonl", [json.dumps(GOOD)])
     (row,) = read_all(JsonlSource("s", FileSourceConfig(path=str(path)), ctx)).to_pylist()
