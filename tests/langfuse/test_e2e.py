@@ -119,4 +119,4 @@ def test_a_failing_sink_leaves_the_run_ok(fake_v4: FakeLangfuse, tmp_path: Path)
     assert manifest["status"] == "ok"
     report = manifest["sinks"]["langfuse"]
     assert report["pushed"] == 0 and report["failed"] == scores
-    assert "ConnectError" in report["failures"][0]["reason"]
+    assert "Cannot connect to host 127.0.0.1:9" in report["failures"][0]["reason"]
