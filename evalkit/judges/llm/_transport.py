@@ -4,7 +4,7 @@
   Ollama, OpenRouter, most self-hosted judges). Measured here it costs a fraction of the
   client CPU of litellm per call, which is what bounds a judge sweep's throughput.
 - :class:`LitellmTransport` goes through ``litellm.acompletion`` for every other provider;
-  litellm is imported on its first call only.
+  litellm is imported when a first call needs it, off the event loop.
 
 Both raise :class:`CallError` (status, Retry-After, retryable) and return :class:`Completion`;
 retries, rate limits, caching and accounting live in the engine, the same for both."""
@@ -12,8 +12,10 @@ retries, rate limits, caching and accounting live in the engine, the same for bo
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +115,7 @@ class AiohttpTransport:
 
 
 _litellm: Any = None
+_litellm_import: concurrent.futures.Future[Any] | None = None
 
 
 def import_litellm() -> Any:
@@ -129,6 +132,27 @@ def import_litellm() -> Any:
     return _litellm
 
 
+async def litellm_module() -> Any:
+    """litellm for a call: imported (4-5 s) in a thread of its own, started by the first call
+    that needs it, while the event loop goes on serving cached answers and other judges'
+    calls instead of stalling (their requests would time out)."""
+    global _litellm_import
+    if _litellm is not None:
+        return _litellm
+    if _litellm_import is None:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(import_litellm())
+            except BaseException as exc:  # handed to every caller waiting on the import
+                future.set_exception(exc)
+
+        _litellm_import = future
+        threading.Thread(target=run, name="evalkit-import-litellm", daemon=True).start()
+    return await asyncio.wrap_future(_litellm_import)
+
+
 class LitellmTransport:
     """``litellm.acompletion`` with litellm's own retries off (the engine retries)."""
 
@@ -139,7 +163,7 @@ class LitellmTransport:
 
     async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any],
                        timeout: float) -> Completion:
-        litellm = import_litellm()
+        litellm = await litellm_module()
         extra: dict[str, Any] = {}
         if self.api_base:
             extra["api_base"] = self.api_base

@@ -3,6 +3,11 @@ aiohttp transport (litellm's own retries are off)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from fake_llm_server import Reply
 from llm_helpers import judge, make, records
@@ -60,3 +65,43 @@ def test_litellm_transport_timeout_is_an_error(ctx, fake_llm):
                        timeout_s=0.3, max_retries=0), records(ROW))
     assert row["status"] == "error" and row.get("value") is None and row["attempts"] == 1
     assert "Timeout" in row["error"]
+
+
+_TWO_JUDGES = """
+import asyncio, sys, time
+sys.path.insert(0, {here!r})
+from pathlib import Path
+from llm_helpers import make, records
+from evalkit.context import RunContext
+from evalkit.judges.llm.hallucination import HallucinationLlmJudge
+ctx = RunContext(run_id="c", experiment="c", run_dir=Path("."), runs_dir=Path("."),
+                 cache_dir=Path({cache!r}))
+table = records(*({{"input": "q", "output": f"answer {{i}}", "context": ["c"]}}
+                  for i in range(20)))
+lean = make(HallucinationLlmJudge, ctx, None, name="lean", api_base={url!r})
+slow = make(HallucinationLlmJudge, ctx, None, name="slow", api_base={url!r},
+            transport="litellm", model="openai/other-judge")
+async def timed(j):
+    rows = await j.ajudge(table)
+    assert all(r["status"] == "ok" for r in rows), rows
+    return time.perf_counter()
+async def main():
+    t0 = time.perf_counter()
+    slow_done, lean_done = await asyncio.gather(timed(slow), timed(lean))
+    print(lean_done - t0, slow_done - t0, "litellm" in sys.modules)
+asyncio.run(main())
+"""
+
+
+def test_litellm_import_does_not_stall_other_judges(ctx, fake_llm):
+    """litellm is imported (seconds) off the event loop: an aiohttp judge in the same loop
+    finishes its calls meanwhile instead of waiting for the import."""
+    code = _TWO_JUDGES.format(here=str(Path(__file__).parent), cache=str(ctx.cache_dir),
+                              url=fake_llm.url)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lean_done, slow_done, imported = out.stdout.split()
+    assert imported == "True" and len(fake_llm.requests) == 40
+    assert float(lean_done) < float(slow_done) / 2, out.stdout
