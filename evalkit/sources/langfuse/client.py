@@ -118,16 +118,18 @@ class LangfuseClient:
         if self._session is not None:
             await self._session.close()
 
-    async def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        """GET ``path`` and return the parsed JSON body."""
-        return await self.request("GET", path, params=params)
+    async def get(self, path: str, params: dict[str, Any] | None = None,
+                  raw: bool = False) -> Any:
+        """GET ``path`` and return the parsed JSON body (``raw``: its bytes, for a caller
+        that parses them itself)."""
+        return await self.request("GET", path, params=params, raw=raw)
 
     async def post(self, path: str, body: dict[str, Any]) -> Any:
         """POST ``body`` as JSON to ``path`` and return the parsed JSON answer."""
         return await self.request("POST", path, json=body)
 
     async def request(self, method: str, path: str, params: dict[str, Any] | None = None,
-                      json: Any = None) -> Any:
+                      json: Any = None, raw: bool = False) -> Any:
         """One call with retries. Raises :class:`NotFound`, :class:`TooHeavy`, or
         :class:`SourceError` (auth, bad request, retries exhausted); ``ValueError`` for a
         ``json`` body that is not JSON (NaN)."""
@@ -156,7 +158,7 @@ class LangfuseClient:
             else:
                 self.stats.by_status[str(status)] = self.stats.by_status.get(str(status), 0) + 1
                 if status < 300:
-                    return orjson.loads(body)
+                    return body if raw else orjson.loads(body)
                 if status == 404:
                     raise NotFound(f"{method} {path}: 404 {_body(body)}")
                 if status == 422:
