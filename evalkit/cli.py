@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -47,7 +48,12 @@ def main(argv: list[str] | None = None) -> None:
     name, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[name][0])
     if name == "run":
-        module.main(rest)
+        try:
+            module.main(rest)
+        finally:
+            # the interpreter's exit runs the cyclic GC over every object still alive: over a
+            # second once litellm is loaded, for memory the OS takes back anyway
+            gc.freeze()
         return
     parser = argparse.ArgumentParser(prog=f"evalkit {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
