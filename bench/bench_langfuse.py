@@ -29,9 +29,13 @@ START, END = "2026-05-01T00:00:00Z", "2026-05-08T00:00:00Z"
 
 
 def _serve(generation: str, n: int, latency: float) -> tuple[subprocess.Popen[str], str]:
+    from evalkit.sources.langfuse.mapping import V2_FIELDS
+
+    # prerendered in the field groups the source asks for
     proc = subprocess.Popen([sys.executable, str(FAKE), "--generation", generation,
                              "--observations", str(n), "--latency", str(latency),
-                             "--start", START, "--end", END, "--prerender"],
+                             "--start", START, "--end", END, "--prerender",
+                             "--fields", V2_FIELDS],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().split()

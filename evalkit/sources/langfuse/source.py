@@ -473,7 +473,7 @@ class _Reader:
         cfg = self.cfg
         params: dict[str, Any] = {}
         if v2:  # v2 truncates metadata values to 200 characters unless named here
-            params = {"fields": mapping.V2_FIELDS,
+            params = {"fields": mapping.v2_fields(cfg.fields.values()),
                       "expandMetadata": ",".join(cfg.expand_metadata) or None}
         if not cfg.tags:
             params.update({"type": obs_type, "name": cfg.name, "userId": cfg.user_id,
@@ -664,19 +664,23 @@ class _Reader:
                     good.append(raw)
             columns = self._columns(good, extra)
         # page-based listings shift while new data arrives: the same object twice
-        keep, seen = [], self.seen
-        for i, rid in enumerate(columns["record_id"]):
-            if rid in seen:
-                self.counts["duplicates"] += 1
-            else:
-                seen.add(rid)
-                keep.append(i)
-        if len(keep) < len(columns["record_id"]):
-            taken = pa.array(keep, pa.int64())
+        ids, seen = columns["record_id"], self.seen
+        n = len(ids)
+        if seen.isdisjoint(ids) and len(set(ids)) == n:  # the usual page, checked at C speed
+            seen.update(ids)
+        else:
+            keep = []
+            for i, rid in enumerate(ids):
+                if rid in seen:
+                    self.counts["duplicates"] += 1
+                else:
+                    seen.add(rid)
+                    keep.append(i)
+            taken, n = pa.array(keep, pa.int64()), len(keep)
             columns = {col: values.take(taken) if isinstance(values, pa.Array)
                        else [values[i] for i in keep] for col, values in columns.items()}
-        columns["source"] = [self.src.name] * len(keep)
-        return _table(columns, len(keep), self.columns, self._reject, where)
+        columns["source"] = [self.src.name] * n
+        return _table(columns, n, self.columns, self._reject, where)
 
     def _columns(self, items: list[Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
         """The mapped columns of ``items`` with the custom ``fields`` over them (a custom
@@ -789,7 +793,7 @@ class _Reader:
         if self.src.api == "v4":
             async def batch(chunk: list[str]) -> None:
                 body = await client.get(f"{_P}/v2/observations", {
-                    "fields": mapping.V2_FIELDS, "limit": len(chunk),
+                    "fields": mapping.v2_fields(self.cfg.fields.values()), "limit": len(chunk),
                     "expandMetadata": ",".join(self.cfg.expand_metadata) or None,
                     "filter": json.dumps([{"type": "stringOptions", "column": "id",
                                            "operator": "any of", "value": chunk}])})
