@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from fake_server import FakeLangfuse, Fault, SpecValidator, _obs, parse, score
 from evalkit.errors import SourceError
 from evalkit.results.writer import write_json
 from evalkit.sources.langfuse import LangfuseSourceConfig
-from tests.langfuse.conftest import make_source, read_all
+from evalkit.sources.langfuse.source import _meta_cursor
+from tests.langfuse.conftest import _serve, make_source, read_all
 
 FAILED_KINDS = {"envelope", "http_error", "null"}
 
@@ -147,6 +149,9 @@ def test_detection_and_generation_mismatch(fake_v3: FakeLangfuse, tmp_path: Path
         read_all(tmp_path / "b", api="v4")
     fake_v3.v2_opt_in = True  # LANGFUSE_MIGRATION_V4_ALLOW_PREVIEW_OPT_IN
     assert read_all(tmp_path / "c", import_scores=False).fingerprint["api"] == "v4"
+    # the probe is the first page of each listing, not a request of its own
+    assert all(q["limit"] == "1000" for _, p, q in fake_v3.requests
+               if p == "/api/public/v2/observations")
 
 
 def test_bad_keys_fail_clearly(fake: FakeLangfuse, tmp_path: Path,
@@ -245,6 +250,66 @@ def test_custom_fields(fake: FakeLangfuse, tmp_path: Path) -> None:
         assert rec["reference"] == "acme"
         if kinds[rid] == "ok" and rid != "gen-hidden-0":
             assert rec["final_output"].startswith("Here is the answer")
+
+
+def test_time_fields_only_when_a_custom_field_reads_them(fake_v4: FakeLangfuse,
+                                                         tmp_path: Path) -> None:
+    def groups() -> list[set[str]]:
+        return [set(q["fields"].split(",")) for _, p, q in fake_v4.requests
+                if p == "/api/public/v2/observations"]
+
+    plain = read_all(tmp_path / "a", import_scores=False).by_id()
+    assert plain and all("time" not in g and "io" in g for g in groups())
+    fake_v4.requests.clear()
+    records = read_all(tmp_path / "b", import_scores=False,
+                       fields={"reference": "updatedAt"}).by_id()
+    assert all("time" in g for g in groups())
+    assert all(parse(r["reference"]) == r["timestamp"] for r in records.values())
+    for rec in (*records.values(), *plain.values()):
+        rec.pop("reference")
+    assert records == plain
+
+
+@pytest.fixture
+def fake_v4_unchecked(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLangfuse]:
+    """A v4 fake that serves values outside the spec."""
+    yield from _serve("v4", monkeypatch, n_traces=4, validate=False)
+
+
+def test_odd_values_map_or_reject_their_record_alone(fake_v4_unchecked: FakeLangfuse,
+                                                     tmp_path: Path) -> None:
+    fake = fake_v4_unchecked
+    t0 = parse("2026-05-01T10:00:00Z")
+    naive = _obs("gen-naive-0", "trace-00001", "GENERATION", "llm-call", t0, t0, None,
+                 "q", "a", 1)
+    naive["startTime"] = "2026-05-01T10:00:00"  # no offset: Arrow's parser refuses it
+    bad = _obs("gen-badlevel-0", "trace-00001", "GENERATION", "llm-call", t0, t0, None,
+               "q", "a", 1)
+    bad["level"] = 5  # fits no string column
+    fake.add_observation(naive)
+    fake.add_observation(bad)
+    read = read_all(tmp_path, import_scores=False)
+    records = read.by_id()
+    assert records["gen-naive-0"]["timestamp"] == t0  # read as UTC, like the other forms
+    assert "gen-badlevel-0" not in records
+    [reject] = read.rejects
+    assert "record gen-badlevel-0" in reject["location"]
+    assert reject["reason"].startswith("bad value")
+    assert set(records) == set(fake.info["kinds"]) - {"gen-hidden-0"} | {"gen-naive-0"}
+
+
+@pytest.mark.parametrize("body, cursor", [
+    (b'{"data":[],"meta":{"cursor":"c1"}}', "c1"),
+    (b'{"data":[{"id":"o"}],"meta":{}}', None),  # the last page
+    (b'{"data":[{"x":1,"meta":{"cursor":"no"}}],"meta":{"cursor":"c2"}}', "c2"),
+    # meta before data: the last "meta" in the body is an item's, so the page is parsed
+    (b'{"meta":{"cursor":"c3"},"data":[{"x":1,"meta":{"cursor":"no"}}]}', "c3"),
+    (b'{"meta":{"cursor":"c4"},"data":[],"x":{"meta":{"cursor":"no"}}}', "c4"),
+    (b'{"data":[],"a\\"meta":{"cursor":"no"}}', None),  # a key ending in "meta"
+    (json.dumps({"data": [], "meta": {"cursor": "c5"}}, indent=2).encode(), "c5"),
+])
+def test_the_cursor_is_read_from_the_end_of_a_page(body: bytes, cursor: str | None) -> None:
+    assert _meta_cursor(body) == cursor
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -386,16 +386,12 @@ class _Reader:
         self.src.api = "v4"
         self._first = {st.key: asyncio.ensure_future(self._cursor_page(st, None, st.limit))
                        for st in self._streams() if st.kind == "records"}
-        try:
-            done, _ = await asyncio.wait(self._first.values(),
-                                         return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()  # NotFound on v3
-        except NotFound:
+        done, _ = await asyncio.wait(self._first.values(), return_when=asyncio.FIRST_COMPLETED)
+        if any(isinstance(task.exception(), NotFound) for task in done):
             await _cancel(self._first.values())
             self._first = {}
             return "v3"
-        return "v4"
+        return "v4"  # any other failure is the stream's, raised when it reads that page
 
     def _replay(self) -> None:
         """Hand the runner what an interrupted read had already fetched."""
