@@ -7,7 +7,8 @@ process (so its CPU does not count against the client). Prints figures and ratio
 2. the identical ``evalkit run`` again: served from the response cache, no call;
 3. 1,000 calls, 500 ms latency, concurrency 32, through the litellm transport, against the
    theoretical limit (ceil(1000 / 32) × latency) and a bare litellm loop: the whole process
-   and the judge stage (manifest timings; it includes importing litellm, also timed alone);
+   and the judge stage (manifest timings; it includes importing litellm, also timed alone,
+   in a process of its own: the stage less that is an estimate of the calls' share);
 4. that litellm run again from its cache: the rerun target at a realistic judge latency.
 
 Usage: ``python bench/bench_llm_judges.py [--n 1000] [--concurrency 32] [--repeat 3]``."""
@@ -199,7 +200,8 @@ def main() -> None:
                                        str(payloads)], work, env)
         finally:
             slow.kill()
-        import_litellm = timed([PY, "-c", "import litellm"], work, env)
+        import_litellm = timed([PY, "-c", "from evalkit.judges.llm._transport import "
+                                "import_litellm; import_litellm()"], work, env)
 
     def calls(runs: list[Run]) -> str:
         return "/".join(map(str, sorted({r.calls for r in runs})))
@@ -230,7 +232,7 @@ def main() -> None:
     print(f"      judge stage / limit      {stage_slow:7.2f}x  ({via_litellm.stage:.2f} s, "
           f"importing litellm included: target <= 1.15x: {verdict(stage_slow <= 1.15)})")
     calls_only = (via_litellm.stage - import_litellm.wall) / slow_limit
-    print(f"    import litellm alone       {import_litellm}  (judge stage less this import: "
+    print(f"    evalkit's litellm import   {import_litellm}  (alone; judge stage less it: "
           f"~{calls_only:.2f}x the limit)")
     print(f"    bare litellm loop          {bare_litellm_slow}  "
           f"({bare_litellm_slow.wall / slow_limit:.2f}x the limit)")
