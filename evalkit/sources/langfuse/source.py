@@ -568,7 +568,7 @@ class _Reader:
                 cursor = _meta_cursor(body)
                 if cursor is not None:
                     pending = asyncio.ensure_future(self._cursor_page(st, cursor, limit))
-                    await asyncio.sleep(0)  # the request goes out
+                    await asyncio.sleep(0)  # lets the request go out before this page is parsed
                 with _gc_paused():
                     items, columns = self._decode(st, body)
                 st.seq += 1
