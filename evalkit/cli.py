@@ -41,6 +41,7 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    command_line = argv is None  # the process's own command: it ends when this returns
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in COMMANDS:
         _parser().parse_args(argv or ["--help"])
@@ -53,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             # the interpreter's exit runs the cyclic GC over every object still alive: over a
             # second once litellm is loaded, for memory the OS takes back anyway
-            gc.freeze()
+            if command_line:
+                gc.freeze()
         return
     parser = argparse.ArgumentParser(prog=f"evalkit {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
