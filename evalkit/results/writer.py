@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from evalkit.results.columns import empty_select_sql, sql_literal
@@ -58,6 +59,8 @@ class RunWriter:
         self._parts = 0
         self.n_records = 0
         self.n_judgments = 0
+        # (judge, status) -> [judgments, summed cost or None, ok computed calls without a price]
+        self.judgment_stats: dict[tuple[str, str], list[Any]] = {}
 
     def add_records(self, table: pa.Table) -> None:
         if self._records is None:
@@ -71,6 +74,24 @@ class RunWriter:
         write_parquet(table, self.judgments_dir / f"part-{self._parts:05d}.parquet")
         self._parts += 1
         self.n_judgments += table.num_rows
+        self._count(table)
+
+    def _count(self, table: pa.Table) -> None:
+        """Add ``table``'s judgments to :attr:`judgment_stats` (what the manifest and the
+        summary report, without reading the parts back)."""
+        unpriced = pc.fill_null(pc.and_(
+            pc.and_(pc.is_null(table["cost_usd"]), pc.equal(table["status"], "ok")),
+            pc.and_(pc.equal(table["origin"], "computed"), pc.is_valid(table["judge_model"]))),
+            False)
+        grouped = table.select(["judge", "status", "cost_usd"]).append_column(
+            "unpriced", pc.cast(unpriced, pa.int64())).group_by(["judge", "status"]).aggregate(
+            [([], "count_all"), ("cost_usd", "sum"), ("unpriced", "sum")])
+        for row in grouped.to_pylist():
+            acc = self.judgment_stats.setdefault((row["judge"], row["status"]), [0, None, 0])
+            acc[0] += row["count_all"]
+            if row["cost_usd_sum"] is not None:
+                acc[1] = (acc[1] or 0.0) + row["cost_usd_sum"]
+            acc[2] += row["unpriced_sum"]
 
     def finish_records(self) -> None:
         """Close and publish ``records.parquet`` (an empty table if no batch came)."""

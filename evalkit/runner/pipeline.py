@@ -278,25 +278,23 @@ def execute(rc: RunConfig) -> RunResult:
         timings.update(judge_runner.timings)
 
         t0 = time.perf_counter()
-        con = run_connection(run_dir)
         metric_tables = []
-        for inst in rc.metrics:
-            t1 = time.perf_counter()
-            plugin = _make(inst, ctx)
-            fill = {"run_id": run_id, "plugin": inst.plugin, "metric": inst.name,
-                    "higher_is_better": getattr(plugin, "higher_is_better", None)}
-            metric_tables.append(conform(plugin.compute(con), METRICS, fill))
-            timings[f"metric.{inst.name}"] = time.perf_counter() - t1
+        if rc.metrics:  # a run without metrics never starts DuckDB
+            con = run_connection(run_dir)
+            try:
+                for inst in rc.metrics:
+                    t1 = time.perf_counter()
+                    plugin = _make(inst, ctx)
+                    fill = {"run_id": run_id, "plugin": inst.plugin, "metric": inst.name,
+                            "higher_is_better": getattr(plugin, "higher_is_better", None)}
+                    metric_tables.append(conform(plugin.compute(con), METRICS, fill))
+                    timings[f"metric.{inst.name}"] = time.perf_counter() - t1
+            finally:
+                con.close()
         metrics = pa.concat_tables(metric_tables) if metric_tables else METRICS.empty_table()
         metrics = writer.write_table("metrics", metrics)
         alerts = writer.write_table("alerts", evaluate_alerts(rc, metrics, run_id))
         rejects = writer.write_table("rejects", [{"run_id": run_id, **r} for r in ctx.rejects])
-        judgment_stats = con.sql(
-            "SELECT judge, status, count(*) AS n, sum(cost_usd) AS cost, "
-            "count(*) FILTER (WHERE cost_usd IS NULL AND status = 'ok' "
-            "AND origin = 'computed' AND judge_model IS NOT NULL) AS unpriced "
-            "FROM judgments GROUP BY ALL ORDER BY ALL").fetchall()
-        con.close()
         timings["metrics"] = time.perf_counter() - t0
     except BaseException as exc:
         writer.abort()
@@ -314,7 +312,7 @@ def execute(rc: RunConfig) -> RunResult:
     counts: dict[str, dict[str, int]] = {}
     cost = 0.0
     unpriced = 0
-    for judge, status, n, c, u in judgment_stats:
+    for (judge, status), (n, c, u) in sorted(writer.judgment_stats.items()):
         counts.setdefault(judge, {})[status] = n
         cost += c or 0.0
         unpriced += u

@@ -1,0 +1,38 @@
+"""The run writer's own judgment counts (what the manifest and summary report) against DuckDB
+reading back the parts it wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalkit.results.schemas import JUDGMENTS, conform
+from evalkit.results.writer import RunWriter, run_connection
+
+
+def test_judgment_stats_match_the_written_parts(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path / "run")
+    parts = [
+        [{"record_id": "a", "judge": "j1", "status": "ok", "origin": "computed",
+          "judge_model": "m", "cost_usd": 0.5},
+         {"record_id": "b", "judge": "j1", "status": "ok", "origin": "computed",
+          "judge_model": "m", "cost_usd": None},  # an unpriced call
+         {"record_id": "c", "judge": "j1", "status": "error", "origin": "computed",
+          "judge_model": "m"},
+         {"record_id": "d", "judge": "j2", "status": "ok", "origin": "computed"}],
+        [{"record_id": "e", "judge": "j1", "status": "ok", "origin": "cache",
+          "judge_model": "m", "cost_usd": None},
+         {"record_id": "f", "judge": "j1", "status": "ok", "origin": "computed",
+          "judge_model": "m", "cost_usd": 0.25},
+         {"record_id": "g", "judge": "j2", "status": "skipped", "origin": "computed"}],
+    ]
+    for rows in parts:
+        writer.add_judgments(conform(rows, JUDGMENTS, {"run_id": "r"}))
+    writer.finish_records()
+    con = run_connection(tmp_path / "run")
+    expected = con.sql(
+        "SELECT judge, status, count(*), sum(cost_usd), count(*) FILTER (WHERE cost_usd IS "
+        "NULL AND status = 'ok' AND origin = 'computed' AND judge_model IS NOT NULL) "
+        "FROM judgments GROUP BY ALL ORDER BY ALL").fetchall()
+    got = [(j, s, n, c, u) for (j, s), (n, c, u) in sorted(writer.judgment_stats.items())]
+    assert got == expected
+    assert got[0] == ("j1", "error", 1, None, 0) and got[1] == ("j1", "ok", 4, 0.75, 1)
