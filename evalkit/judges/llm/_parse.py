@@ -61,6 +61,15 @@ def require(obj: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any
     return value
 
 
+def objects(obj: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """``obj[key]`` as a list of objects; a :class:`ParseError` names an entry that is not."""
+    items = require(obj, key, list)
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ParseError(f"{key}[{i}] is not an object")
+    return items
+
+
 def indexed(obj: dict[str, Any], key: str, first: int, last: int,
             read: Callable[[dict[str, Any]], T], missing: str) -> list[T]:
     """``obj[key]`` as a list of objects numbered by ``index`` (an integer or its digits)
@@ -68,9 +77,7 @@ def indexed(obj: dict[str, Any], key: str, first: int, last: int,
     names an entry that is not an object, an index out of range, or the indices left without
     an entry (``missing`` opens that message, e.g. "no label for passage(s)")."""
     found: dict[int, T] = {}
-    for i, item in enumerate(require(obj, key, list)):
-        if not isinstance(item, dict):
-            raise ParseError(f"{key}[{i}] is not an object")
+    for i, item in enumerate(objects(obj, key)):
         index = item.get("index")
         if isinstance(index, str) and index.strip().isdigit():
             index = int(index)

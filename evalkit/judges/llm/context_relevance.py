@@ -25,7 +25,7 @@ import numpy as np
 from evalkit.checks import check_unit_interval
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
-from evalkit.judges.llm._parse import ParseError, indexed, parse_json_object, require
+from evalkit.judges.llm._parse import indexed, objects, parse_json_object, require
 from evalkit.metrics._retrieval import average_precision
 
 SCORES = ("precision", "recall")
@@ -85,14 +85,9 @@ def _parse_relevance(first: int, last: int):  # -> Parser
 
 def _parse_statements(limit: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[dict[str, Any]]:
-        items = require(parse_json_object(text), "statements", list)
-        out = []
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise ParseError(f"statements[{i}] is not an object")
-            out.append({"statement": require(item, "statement", str).strip(),
-                        "attributed": _flag(item, "attributed")})
-        return out[:limit]
+        return [{"statement": require(item, "statement", str).strip(),
+                 "attributed": _flag(item, "attributed")}
+                for item in objects(parse_json_object(text), "statements")][:limit]
     return parse
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from evalkit.checks import check_unit_interval
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
-from evalkit.judges.llm._parse import ParseError, choice, indexed, parse_json_object, require
+from evalkit.judges.llm._parse import choice, indexed, objects, parse_json_object, require
 
 SCORES = ("faithfulness", "hallucination")
 ANSWERS = ("yes", "no", "unknown")
@@ -57,14 +57,9 @@ class QagFaithfulnessConfig(LlmJudgeConfig):
 
 def _parse_claims(limit: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[dict[str, str]]:
-        items = require(parse_json_object(text), "claims", list)
-        claims = []
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise ParseError(f"claims[{i}] is not an object")
-            claims.append({"claim": require(item, "claim", str).strip(),
-                           "question": require(item, "question", str).strip()})
-        return claims[:limit]
+        return [{"claim": require(item, "claim", str).strip(),
+                 "question": require(item, "question", str).strip()}
+                for item in objects(parse_json_object(text), "claims")][:limit]
     return parse
 
 
