@@ -51,7 +51,6 @@ class _Run:
 
         from evalkit.results.writer import judgments_view_sql
 
-        self.dir = run_dir
         self.manifest = json.loads((run_dir / "manifest.json").read_text())
         if self.manifest.get("status") != "ok":
             raise EvalkitError(f"compare: run {run_dir} has status "

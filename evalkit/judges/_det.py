@@ -29,13 +29,6 @@ def strip_code_fence(text: str) -> str:
     return text
 
 
-def check_columns(table: pa.Table, columns: Sequence[str], judge: str) -> None:
-    """Raise ValueError when a configured column is missing from the records."""
-    missing = [c for c in columns if c not in table.column_names]
-    if missing:
-        raise ValueError(f"judge '{judge}': no record column {missing}")
-
-
 def _arr(values: Any, typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return values

@@ -36,14 +36,9 @@ TABLES: dict[str, pa.Schema] = {
 RECORDS = TABLES["records"]
 JUDGMENTS = TABLES["judgments"]
 METRICS = TABLES["metrics"]
-ALERTS = TABLES["alerts"]
-REJECTS = TABLES["rejects"]
 
 RAW_LIMIT = 2000
 """Characters of raw input kept in a reject row."""
-
-JUDGMENT_STATUSES = ("ok", "error", "skipped")
-JUDGMENT_ORIGINS = ("computed", "imported", "cache")
 
 
 def json_text(value: Any) -> str | None:
