@@ -172,7 +172,7 @@ class RecordBuilder:
         if record_id is not None:
             mapping["record_id"] = record_id
         self.mapping = mapping
-        self.getters = {c: getter(p) for c, p in mapping.items()}
+        self.parts = {c: parts_of(p) for c, p in mapping.items()}
         self.required = list(required)
         self.scores = [(name, getter(path)) for name, path in scores.items()]
         self.scores_list = getter(scores_list) if scores_list else None
@@ -212,20 +212,20 @@ class RecordBuilder:
         arrays: dict[str, pa.Array] = {}
         present = set().union(*map(dict.keys, rows))
         tops: dict[str, list[Any]] = {}  # top-level key -> its value in every row
-        for col, get in self.getters.items():
-            if self.mapping[col].split(".")[0] not in present:
+        for col, parts in self.parts.items():
+            if parts[0] not in present:
                 if col == "metadata" and self.extra_to_metadata and present - self.consumed:
                     vals = self._with_extras([None] * n, present)
                     arrays[col] = self._column(col, vals, bad)
                 continue
-            vals = self._values(col, get, tops)
+            vals = self._values(parts, tops)
             if col == "record_id":
                 vals = [None if v is None else v if type(v) is str else json_text(v)
                         for v in vals]
             elif col == "metadata" and self.extra_to_metadata:
                 vals = self._with_extras(vals, present)
             arrays[col] = self._column(col, vals, bad)
-        if "record_id" not in self.getters:
+        if "record_id" not in self.mapping:
             # default id: file name and line, stable while the file is unchanged
             arrays["record_id"] = pa.array([f"{w[0][1]}:{w[1]}" for w in self.wheres],
                                            pa.string())
@@ -283,22 +283,22 @@ class RecordBuilder:
         self.seen_ids.update(zip(ids, self.wheres, strict=True))
         return True
 
-    def _values(self, col: str, get: Callable[[Any], Any], tops: dict[str, list[Any]]
-                ) -> list[Any]:
-        """Column ``col`` of every row. Top-level keys are read once per batch with a C-level
-        ``map`` (they serve several columns: ``usage.input``, ``usage.output``); one more
-        plain key is read off those values; deeper paths walk each row."""
-        parts = parts_of(self.mapping[col])
-        if len(parts) > 2 or not all(type(p) is str for p in parts):
-            return [get(o) for o in self.rows]
-        outer = str(parts[0])
-        if outer not in tops:
-            tops[outer] = list(map(dict.get, self.rows, repeat(outer)))
-        if len(parts) == 1:
-            return tops[outer]
-        inner = parts[1:]
-        return [v.get(inner[0]) if type(v) is dict else walk(v, inner) if type(v) is str
-                else None for v in tops[outer]]
+    def _values(self, parts: list[str | int], tops: dict[str, list[Any]]) -> list[Any]:
+        """The value at path ``parts`` in every row. Each top-level key is read once per batch
+        with a C-level ``map`` (it serves several columns: ``usage.input``, ``usage.output``),
+        and the rest of the path is walked from there (a plain key straight off a dict)."""
+        head, rest = parts[0], parts[1:]
+        if type(head) is not str:  # a list index into a row, which is an object
+            return [None] * len(self.rows)
+        if head not in tops:
+            tops[head] = list(map(dict.get, self.rows, repeat(head)))
+        top = tops[head]
+        if not rest:
+            return top
+        if len(rest) == 1 and type(rest[0]) is str:
+            key = rest[0]
+            return [v.get(key) if type(v) is dict else walk(v, rest) for v in top]
+        return [walk(v, rest) for v in top]
 
     def _with_extras(self, vals: list[Any], present: set[str]) -> list[Any]:
         """``vals``, with each missing value replaced by the row's unmapped keys (in the row's

@@ -149,3 +149,16 @@ def test_imported_label_only_score_and_empty_score(tmp_path: Path, ctx: RunConte
     assert imported.select(["record_id", "judge", "label", "value"]).to_pylist() == \
         [{"record_id": "a", "judge": "Tone", "label": "polite", "value": None}]
     assert "neither a value nor a label" in ctx.rejects[0]["reason"]
+
+
+def test_deep_paths_walk_lists_and_json_text(tmp_path: Path, ctx: RunContext) -> None:
+    rows = [{"id": "a", "messages": [{"content": "q1"}, {"content": "a1"}]},
+            {"id": "b", "messages": '[{"content": "q2"}, {"content": "a2"}]'},
+            {"id": "c", "messages": [{"content": "only"}]},
+            {"id": "d", "messages": {"1": {"content": "not a list"}}}]
+    path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in rows])
+    cfg = FileSourceConfig(path=str(path), record_id="id",
+                           fields={"input": "messages.0.content", "output": "messages.1.content"})
+    got = read_all(JsonlSource("s", cfg, ctx)).to_pylist()
+    assert [(r["input"], r["output"]) for r in got] == [("q1", "a1"), ("q2", "a2"),
+                                                        ("only", None), (None, None)]
