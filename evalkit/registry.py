@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, distributions
+from importlib.metadata import EntryPoint, entry_points
 
 from evalkit.errors import PluginError
 
@@ -52,29 +52,20 @@ def _check_protocol(entry: PluginEntry, cls: object) -> None:
 
 
 def _scan() -> dict[str, dict[str, list[PluginEntry]]]:
+    """Every evalkit entry point of the installed distributions (``entry_points()`` already
+    keeps one copy of a distribution that sits twice on sys.path, the first, as imports do);
+    only the distributions that declare one have their METADATA read, for name and version."""
     only_core = os.environ.get("EVALKIT_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0")
     found: dict[str, dict[str, list[PluginEntry]]] = {k: {} for k in KINDS}
-    seen_dists: set[str] = set()
-    for dist in distributions():
-        # parsing a distribution's METADATA costs ~1 ms and a venv holds a hundred of them:
-        # only those declaring evalkit entry points are read further
-        if "[evalkit." not in (dist.read_text("entry_points.txt") or ""):
-            continue
-        meta = dist.metadata
-        dist_name, dist_version = meta["Name"] or "?", meta["Version"] or "?"
-        key = dist_name.lower().replace("_", "-")
-        # the same distribution can sit twice on sys.path (an editable and a plain install);
-        # the first one (declaring plugins) wins, as for imports
-        if key in seen_dists:
-            continue
-        seen_dists.add(key)
-        if only_core and key != _CORE_DIST:
-            continue
-        for ep in dist.entry_points:
-            if not ep.group.startswith("evalkit."):
-                continue
-            kind = ep.group.removeprefix("evalkit.")
-            if kind not in found:
+    installed = entry_points()  # one scan of the distributions
+    names: dict[int, tuple[str, str]] = {}  # a distribution's name and version, read once
+    for kind in KINDS:
+        for ep in installed.select(group=f"evalkit.{kind}"):
+            if id(ep.dist) not in names:
+                meta = ep.dist.metadata if ep.dist is not None else {}
+                names[id(ep.dist)] = (meta.get("Name") or "?", meta.get("Version") or "?")
+            dist_name, dist_version = names[id(ep.dist)]
+            if only_core and dist_name.lower().replace("_", "-") != _CORE_DIST:
                 continue
             entry = PluginEntry(kind, ep.name, ep.value, dist_name, dist_version)
             found[kind].setdefault(ep.name, []).append(entry)
