@@ -8,7 +8,6 @@ A missing key and a JSON ``null`` are the same thing here: no value."""
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from itertools import repeat
@@ -17,6 +16,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError
 from evalkit.paths import getter, parts_of, walk
@@ -360,9 +360,7 @@ def batches(builder: RecordBuilder, rows: Iterator[tuple[Any, Where]],
     The cyclic garbage collector is paused while a batch is parsed: the parsed rows hold no
     cycles, and with tens of thousands of live dicts its passes cost more than the parsing."""
     while True:
-        gc_was_on = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             done = True
             add = builder.add
             for obj, where in rows:
@@ -371,9 +369,6 @@ def batches(builder: RecordBuilder, rows: Iterator[tuple[Any, Where]],
                     done = False
                     break
             table = builder.flush()
-        finally:
-            if gc_was_on:
-                gc.enable()
         if table is not None:
             yield table
         if done:

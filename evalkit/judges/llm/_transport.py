@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit._gc import gc_paused
 from evalkit._http import retry_after_seconds
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -130,15 +131,10 @@ def import_litellm() -> Any:
         # 1.0 s of CPU over 1,000 calls (pausing the event loop up to 0.4 s at a time): they
         # are made with it off, then frozen (left out of every later collection; so is what
         # else is alive at that moment, at worst a batch's worth of memory never collected)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             import litellm
 
             gc.freeze()
-        finally:
-            if collecting:
-                gc.enable()
 
         litellm.suppress_debug_info = True
         litellm.drop_params = True

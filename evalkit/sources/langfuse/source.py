@@ -19,8 +19,6 @@ ones the server cannot find are rejects.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import hashlib
 import json
 import math
@@ -36,6 +34,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.paths import getter
@@ -569,7 +568,7 @@ class _Reader:
                 if cursor is not None:
                     pending = asyncio.ensure_future(self._cursor_page(st, cursor, limit))
                     await asyncio.sleep(0)  # lets the request go out before this page is parsed
-                with _gc_paused():
+                with gc_paused():
                     items, columns = self._decode(st, body)
                 st.seq += 1
                 self._on_page(st, items, st.seq, f"GET {st.path} page {st.seq}", columns)
@@ -895,21 +894,6 @@ class _StreamFailed(Exception):
     """A listing cannot go on (422 at the smallest page, a response without its metadata)."""
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a page is parsed and mapped. A parsed page of
-    1,000 observations is thousands of live containers: the collections its allocations
-    trigger (hundreds per read, a few of them full) traverse all of them and free nothing, as
-    they hold no cycles and die once mapped; that was a quarter of the reader's CPU. The
-    switch is process-wide, hence only around synchronous work that frees the page before it
-    ends (no await, no blocking hand-off to the consumer)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _halved(limit: int, exc: TooHeavy) -> int:
