@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from evalkit._time import iso_time
 
 
 def parse_time(text: str, key: str) -> datetime:
     """An ISO-8601 timestamp (``2026-11-01``, ``2026-11-01T12:00:00Z``); UTC when no zone."""
     try:
-        ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return iso_time(text)
     except ValueError:
         raise ValueError(f"{key}: {text!r} is not an ISO-8601 timestamp "
                          "(e.g. 2026-11-01 or 2026-11-01T12:00:00Z)") from None
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)

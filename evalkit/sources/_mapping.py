@@ -17,6 +17,7 @@ import orjson
 import pyarrow as pa
 
 from evalkit._gc import gc_paused
+from evalkit._time import iso_time
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError
 from evalkit.paths import getter, parts_of, walk
@@ -90,10 +91,9 @@ def _to_timestamp(v: Any) -> datetime:
             raise BadValue(f"timestamp {v!r} is out of range") from None
     if isinstance(v, str):
         try:
-            ts = datetime.fromisoformat(v.replace("Z", "+00:00"))
+            return iso_time(v)
         except ValueError:
             raise BadValue(f"expected an ISO-8601 timestamp, got {v[:40]!r}") from None
-        return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
     raise BadValue(f"expected a timestamp, got {type(v).__name__}")
 
 

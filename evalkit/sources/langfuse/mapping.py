@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from evalkit._time import iso_time
 from evalkit.results.schemas import RECORDS, json_text
 
 # v2 field groups the source asks for: everything a record needs; the group ``time`` only
@@ -49,8 +50,7 @@ def parse_time(value: Any) -> datetime | None:
         return None
     if not isinstance(value, str):
         raise ValueError(f"expected an ISO-8601 timestamp, got {type(value).__name__}")
-    ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    return iso_time(value)
 
 
 def timestamps(values: list[Any]) -> pa.Array:
