@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -28,3 +29,11 @@ def retry_after_seconds(headers: Any) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
+
+
+def backoff_seconds(retry: int, first: float, longest: float) -> float:
+    """The wait before retry number ``retry`` (0 for the first): exponential from ``first``,
+    capped at ``longest``, with equal jitter (half fixed, half random) so that clients failing
+    together do not come back together."""
+    wait = min(longest, first * 2 ** retry)
+    return wait / 2 + random.uniform(0, wait / 2)

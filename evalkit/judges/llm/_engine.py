@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit._http import backoff_seconds
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.judges.llm._cache import ResponseCache, cache_key, flush_all
 from evalkit.judges.llm._parse import ParseError
@@ -293,8 +294,7 @@ class Engine:
         if retry_after is not None:
             # the server said when to come back: never earlier, a little jitter after
             return min(max(retry_after, 0.0), policy.max_backoff_s) + random.uniform(0, 0.1)
-        backoff = min(policy.max_backoff_s, policy.backoff_s * 2 ** (attempt - 1))
-        return backoff / 2 + random.uniform(0, backoff / 2)
+        return backoff_seconds(attempt - 1, policy.backoff_s, policy.max_backoff_s)
 
     def _cost(self, completion: Completion, policy: CallPolicy) -> float | None:
         if policy.prices is not None:

@@ -11,14 +11,13 @@ import asyncio
 import base64
 import json as jsonlib
 import os
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
 
-from evalkit._http import retry_after_seconds
+from evalkit._http import backoff_seconds, retry_after_seconds
 from evalkit.errors import SourceError
 
 PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
@@ -179,8 +178,7 @@ class LangfuseClient:
                 raise SourceError(f"langfuse: {method} {self.host}{path} failed after "
                                   f"{attempt + 1} attempts; last: {problem}")
             if wait is None:
-                wait = min(_MAX_BACKOFF_S, self.backoff_s * 2 ** attempt)
-                wait *= 0.5 + random.random() / 2
+                wait = backoff_seconds(attempt, self.backoff_s, _MAX_BACKOFF_S)
             attempt += 1
             self.stats.retries += 1
             await asyncio.sleep(wait)
