@@ -26,8 +26,8 @@ test: install-test
 	$(BIN)/python -m ruff check evalkit plugins tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-bench: install
-	$(BIN)/python bench/run_all.py
+bench: install-test
+	for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
