@@ -8,11 +8,13 @@ A missing key and a JSON ``null`` are the same thing here: no value."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import orjson
 import pyarrow as pa
 
@@ -154,6 +156,68 @@ def _scores_from_list(items: Any, rid: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _typed_plan(paths: Iterable[list[str | int]]) -> dict[str, frozenset[str]] | None:
+    """What typed decoding reads for a mapping: each top-level key with the keys read under
+    it (empty: the whole value), or ``None`` when a path has a list index, more than two
+    keys, or reads a key both whole and under it."""
+    plan: dict[str, set[str]] = {}
+    whole: set[str] = set()
+    for parts in paths:
+        if len(parts) > 2 or not all(type(p) is str for p in parts):
+            return None
+        head = str(parts[0])
+        if len(parts) == 1:
+            whole.add(head)
+        plan.setdefault(head, set()).update(str(p) for p in parts[1:])
+    if any(plan[h] for h in whole):
+        return None
+    return {h: frozenset(keys) for h, keys in plan.items()}
+
+
+class _Typed:
+    """A msgspec decoder of rows into structs for a :func:`_typed_plan` and the extra keys of a
+    chunk's first line. Field names are the JSON keys (attributes are ``f0``, ``f1``... since
+    keys need not be identifiers). Absent mapped values decode as ``None`` (the same as
+    null); the extra key decodes as ``UNSET`` when absent, since its null is kept."""
+
+    def __init__(self, plan: dict[str, frozenset[str]], extras: frozenset[str],
+                 forbid_unknown: bool) -> None:
+        fields: list[tuple[str, Any, Any]] = []
+        self.attrs: dict[str, tuple[str, dict[str, str]]] = {}
+        for i, (head, keys) in enumerate([*plan.items(), *((e, frozenset()) for e in extras)]):
+            typ: Any = Any
+            inner: dict[str, str] = {}
+            if keys:
+                inner = {k: f"f{j}" for j, k in enumerate(sorted(keys))}
+                typ = msgspec.defstruct(f"Nested{i}", [
+                    (a, Any, msgspec.field(default=None, name=k)) for k, a in inner.items()
+                ]) | None
+            default = msgspec.UNSET if head in extras else None
+            fields.append((f"f{i}", typ, msgspec.field(default=default, name=head)))
+            self.attrs[head] = (f"f{i}", inner)
+        row = msgspec.defstruct("Row", fields, forbid_unknown_fields=forbid_unknown)
+        self.decoder = msgspec.json.Decoder(row)
+        self.extras = extras
+
+    def present(self, rows: list[Any], tops: dict[str, list[Any]]) -> set[str]:
+        """The keys some row has (for a mapped key: with a value)."""
+        n = len(rows)
+        return {head for head in self.attrs
+                if self.values(rows, head, [], tops).count(
+                    msgspec.UNSET if head in self.extras else None) < n}
+
+    def values(self, rows: list[Any], head: str, rest: list[str | int],
+               tops: dict[str, list[Any]]) -> list[Any]:
+        """The value at ``head`` (then ``rest``, one key at most) in every row."""
+        attr, inner = self.attrs[head]
+        if head not in tops:
+            tops[head] = list(map(attrgetter(attr), rows))
+        if not rest:
+            return tops[head]
+        get = attrgetter(inner[str(rest[0])])
+        return [v if v is None else get(v) for v in tops[head]]
+
+
 class RecordBuilder:
     """Collects parsed rows and turns them into record tables, rejecting what cannot become a
     record (with its location) and importing the scores the rows carry."""
@@ -184,11 +248,15 @@ class RecordBuilder:
         self.consumed = frozenset(consumed)
         self.extra_to_metadata = extra_to_metadata and "metadata" not in fields
         self.seen_ids: dict[str, Where] = {}
+        self.kept: list[Where] = []
+        self.plan = None if scores or scores_list else _typed_plan(self.parts.values())
+        self.decoders: dict[frozenset[str], Any] = {}
         self._reset()
 
     def _reset(self) -> None:
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Any] = []  # parsed dicts, or the structs of add_typed
         self.wheres: list[Where] = []
+        self.typed: _Typed | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -202,6 +270,48 @@ class RecordBuilder:
         self.rows.append(obj)
         self.wheres.append(where)
 
+    def add_typed(self, data: bytes, lines: int, ref: FileRef, first: int) -> bool:
+        """Decode the ``lines`` JSON lines in ``data`` (from line ``first`` of ``ref``) at once
+        into typed rows, when they all have the first line's shape, and say whether it did.
+        The caller parses line by line when not: that path finds and rejects odd lines.
+
+        msgspec decodes each line straight into a struct of the keys the mapping reads, in C,
+        without a dict per row; ``key.key`` heads become nested structs (an object or null).
+        The values are the ones orjson gives (integers beyond 64 bits aside: orjson reads them
+        as floats), so the columns, rejects and metadata are the same either way. A line that
+        is blank, not an object, has a key the first line lacks, or a nested head that is not
+        an object makes the whole chunk go line by line."""
+        if self.plan is None or self.rows:
+            return False
+        end = data.find(b"\n")
+        try:
+            head = orjson.loads(data[:end] if end >= 0 else data)
+        except orjson.JSONDecodeError:
+            return False
+        if type(head) is not dict:
+            return False
+        extras = frozenset(head) - self.consumed if self.extra_to_metadata else frozenset()
+        if len(extras) > 1:  # metadata keeps each row's own key order, which structs lose
+            return False
+        typed = self.decoders.get(extras)
+        if typed is None:
+            typed = self.decoders[extras] = _Typed(self.plan, extras, self.extra_to_metadata)
+        try:
+            rows = typed.decoder.decode_lines(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        if len(rows) != lines:
+            return False  # a blank line was skipped: line numbers would shift
+        self.rows, self.typed, self.lines = rows, typed, data
+        self.wheres = [(ref, line) for line in range(first, first + len(rows))]
+        return True
+
+    def _raw(self, i: int) -> str:
+        """Row ``i`` as JSON text, for its reject."""
+        if self.typed is None:
+            return json_text(self.rows[i])
+        return json_text(orjson.loads(self.lines.split(b"\n")[i]))
+
     def flush(self) -> pa.Table | None:
         """The rows gathered so far as one record table (``None`` if none survived)."""
         rows = self.rows
@@ -210,8 +320,9 @@ class RecordBuilder:
         n = len(rows)
         bad: dict[int, str] = {}
         arrays: dict[str, pa.Array] = {}
-        present = set().union(*map(dict.keys, rows))
         tops: dict[str, list[Any]] = {}  # top-level key -> its value in every row
+        present = self.typed.present(rows, tops) if self.typed else \
+            set().union(*map(dict.keys, rows))
         for col, parts in self.parts.items():
             if parts[0] not in present:
                 if col == "metadata" and self.extra_to_metadata and present - self.consumed:
@@ -263,11 +374,13 @@ class RecordBuilder:
         table = pa.table(arrays)
         if bad:
             for i, reason in sorted(bad.items()):
-                self.ctx.reject(self.source, location(self.wheres[i]), reason,
-                                json_text(rows[i]))
+                self.ctx.reject(self.source, location(self.wheres[i]), reason, self._raw(i))
             table = table.filter(pa.array([i not in bad for i in range(n)]))
         if imported:
             self.ctx.import_judgments(imported)
+        # where each row of the table came from, for a caller that checks ids across builders
+        self.kept = [w for i, w in enumerate(self.wheres) if i not in bad] if bad else \
+            self.wheres
         self._reset()
         return table if table.num_rows else None
 
@@ -290,6 +403,8 @@ class RecordBuilder:
         head, rest = parts[0], parts[1:]
         if type(head) is not str:  # a list index into a row, which is an object
             return [None] * len(self.rows)
+        if self.typed is not None:
+            return self.typed.values(self.rows, head, rest, tops)
         if head not in tops:
             tops[head] = list(map(dict.get, self.rows, repeat(head)))
         top = tops[head]
@@ -306,6 +421,12 @@ class RecordBuilder:
         extra = present - self.consumed
         if not extra:
             return vals
+        if self.typed is not None:  # one extra key (add_typed): UNSET where a row lacks it
+            (key,) = extra
+            unset = msgspec.UNSET
+            return [v if v is not None or e is unset else {key: e}
+                    for v, e in zip(vals, self.typed.values(self.rows, key, [], {}),
+                                    strict=True)]
         if len(extra) == 1:  # the usual shape: one key the mapping does not consume
             (key,) = extra
             return [v if v is not None or key not in o else {key: o[key]}

@@ -1,22 +1,36 @@
-"""``jsonl``: one JSON object per line, from files or a glob; ``.gz`` files are gunzipped."""
+"""``jsonl``: one JSON object per line, from files or a glob; ``.gz`` files are gunzipped.
+
+The file is read in chunks of ``batch_size`` lines. Each chunk is parsed and mapped on its own
+(:func:`map_chunk`), in this process or, for large inputs, on worker processes while this one
+runs the rest of the pipeline; ids are then checked across chunks here, in file order, so a
+duplicate is rejected the same way whichever process mapped its line."""
 
 from __future__ import annotations
 
 import glob
 import gzip
 import hashlib
+import multiprocessing
 import os
+import threading
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from itertools import repeat
+from operator import or_
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
-from evalkit.sources._mapping import RecordBuilder, Where, batches
+from evalkit.results.schemas import json_text
+from evalkit.sources._mapping import FileRef, RecordBuilder
 
 
 @dataclass(frozen=True)
@@ -29,6 +43,24 @@ class FileSourceConfig:
     scores_list: str | None = None  # path of a list of {name, value, comment} scores
     extra_to_metadata: bool = True  # keep unmapped top-level keys in the metadata column
     batch_size: int = 50_000  # rows per record batch
+
+
+@dataclass(frozen=True)
+class JsonlSourceConfig(FileSourceConfig):
+    # processes that parse and map lines beside the run; null: one per core when the input
+    # is over 64 MiB, else 0 (all in the run's own process)
+    workers: int | None = None
+
+    def validate(self) -> None:
+        if self.workers is not None and self.workers < 0:
+            raise ValueError(f"workers: {self.workers} is negative; use 0 (no worker "
+                             "processes), a number of processes, or null (automatic)")
+
+
+# below this much input, starting worker processes costs more than it saves
+PARALLEL_MIN_BYTES = 64 << 20
+# bytes read per chunk (then up to the end of the line): ~50,000 lines of a typical LLM log
+CHUNK_BYTES = 32 << 20
 
 
 def resolve_paths(pattern: str, what: str) -> list[Path]:
@@ -64,38 +96,161 @@ def _decode_problem(line: bytes, exc: Exception) -> str:
     return f"malformed JSON: {exc}"
 
 
+# what mapping one chunk gives back: the records, the line of each, and the chunk's rejects
+# and imported judgments (ids are unique within the chunk, not yet across chunks)
+Mapped = tuple[pa.Table | None, list[int], list[dict[str, Any]], list[pa.Table]]
+
+
+class Chunk(NamedTuple):
+    index: int  # of the file in the source's paths
+    first: int  # line number of the first line
+    lines: int  # how many lines
+    data: bytes  # the lines
+
+
+def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef,
+              chunk: Chunk) -> Mapped:
+    """Parse and map the lines of ``chunk`` (of file ``ref``). Runs in a worker process or in
+    the run's own; ``ctx`` only collects this chunk's rejects and imports."""
+    first, data = chunk.first, chunk.data
+    ctx = replace(ctx, rejects=[], imported=[])
+    builder = builder_for(name, config, ctx)
+    add, loads = builder.add, orjson.loads
+    # the parsed rows hold no cycles: collections while they pile up would free nothing
+    with gc_paused():
+        if not builder.add_typed(data, chunk.lines, ref, first):  # else: line by line
+            for lineno, line in enumerate(data.split(b"\n"), first):
+                try:
+                    obj = loads(line)
+                except orjson.JSONDecodeError as exc:
+                    if line.strip():
+                        ctx.reject(name, f"{ref[0]}:{lineno}", _decode_problem(line, exc),
+                                   line.decode("utf-8", "backslashreplace"))
+                    continue
+                add(obj, (ref, lineno))
+        table = builder.flush()
+    return table, [w[1] for w in builder.kept], ctx.rejects, ctx.imported
+
+
+_WORKER: tuple[str, FileSourceConfig, RunContext] | None = None
+
+
+def _start_worker(name: str, config: FileSourceConfig, ctx: RunContext) -> None:
+    global _WORKER
+    _WORKER = (name, config, ctx)
+
+
+def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped:
+    assert _WORKER is not None
+    return map_chunk(*_WORKER, ref, chunk)
+
+
+def _start_method() -> str:
+    """``fork`` while this process has one thread (a worker then starts at once and imports
+    nothing); else ``forkserver`` or ``spawn``, which re-import the main module in each worker:
+    a script that calls evalkit then needs the ``if __name__ == "__main__":`` guard."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
 class JsonlSource:
     """Reads JSON Lines. A line that is not valid UTF-8, not JSON, not an object, lacks a
     required field or has a value of the wrong type becomes a reject (file:line, reason)."""
 
-    Config = FileSourceConfig
+    Config = JsonlSourceConfig
 
-    def __init__(self, name: str, config: FileSourceConfig, ctx: RunContext) -> None:
+    def __init__(self, name: str, config: JsonlSourceConfig, ctx: RunContext) -> None:
         self.name = name
         self.config = config
         self.ctx = ctx
         self.paths = resolve_paths(config.path, "JSONL")
+        self.workers = config.workers
+        if self.workers is None:  # automatic: for a large input, when workers can be forked
+            big = sum(p.stat().st_size for p in self.paths) >= PARALLEL_MIN_BYTES
+            self.workers = (os.cpu_count() or 1) if big and _start_method() == "fork" else 0
 
     def fingerprint(self) -> dict[str, Any]:
         return fingerprint(self.paths)
 
-    def _rows(self) -> Iterator[tuple[Any, Where]]:
-        loads = orjson.loads
-        for path in self.paths:
+    def _chunks(self) -> Iterator[Chunk]:
+        """The lines of every file, ``CHUNK_BYTES`` (to the end of a line) and at most
+        ``batch_size`` lines at a time. Lines are counted, not split, here: with workers this
+        process only reads."""
+        size = self.config.batch_size
+        for index, path in enumerate(self.paths):
             opener = gzip.open if path.suffix == ".gz" else open
-            ref = (str(path), path.name)
             with opener(path, "rb") as fh:
-                for lineno, line in enumerate(fh, 1):
-                    try:
-                        obj = loads(line)
-                    except orjson.JSONDecodeError as exc:
-                        if line.strip():
-                            self.ctx.reject(self.name, f"{path}:{lineno}",
-                                            _decode_problem(line, exc),
-                                            line.decode("utf-8", "backslashreplace"))
-                        continue
-                    yield obj, (ref, lineno)
+                first, rest = 1, b""
+                while data := rest + fh.read(CHUNK_BYTES) + fh.readline():
+                    rest = b""
+                    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+                    if lines > size:  # short lines: cut after the size-th
+                        cut = 0
+                        for _ in range(size):
+                            cut = data.index(b"\n", cut) + 1
+                        data, rest, lines = data[:cut], data[cut:], size
+                    yield Chunk(index, first, lines, data)
+                    first += lines
+
+    def _mapped(self) -> Iterator[tuple[Chunk, Mapped]]:
+        """Each chunk with its mapping, in file order."""
+        refs = [(str(p), p.name) for p in self.paths]
+        if not self.workers:
+            for chunk in self._chunks():
+                yield chunk, map_chunk(self.name, self.config, self.ctx, refs[chunk.index],
+                                       chunk)
+            return
+        mp = multiprocessing.get_context(_start_method())
+        pool = ProcessPoolExecutor(self.workers, mp_context=mp, initializer=_start_worker,
+                                   initargs=(self.name, self.config,
+                                             replace(self.ctx, rejects=[], imported=[])))
+        pending: deque[tuple[Chunk, Future[Mapped]]] = deque()
+        try:
+            for chunk in self._chunks():
+                pending.append((chunk, pool.submit(_map_in_worker, refs[chunk.index], chunk)))
+                if len(pending) > self.workers:  # bounded: at most one chunk queued per worker
+                    chunk, future = pending.popleft()
+                    yield chunk, future.result()
+            while pending:
+                chunk, future = pending.popleft()
+                yield chunk, future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def read(self) -> Iterator[pa.Table]:
-        yield from batches(builder_for(self.name, self.config, self.ctx), self._rows(),
-                           self.config.batch_size)
+        # record id -> where it was first seen: file index << 40 | line (ints, made in C)
+        seen: dict[str, int] = {}
+        for chunk, (table, kept, rejects, imported) in self._mapped():
+            self.ctx.rejects.extend(rejects)
+            if table is not None:
+                table, imported = self._admit(table, kept, imported, seen, chunk)
+            self.ctx.imported.extend(imported)
+            if table is not None and table.num_rows:
+                yield table
+
+    def _admit(self, table: pa.Table, kept: list[int], imported: list[pa.Table],
+               seen: dict[str, int], chunk: Chunk) -> tuple[pa.Table, list[pa.Table]]:
+        """The rows of a chunk whose ids no earlier chunk had (and those rows' imports); the
+        others are rejected as duplicates, as within a chunk."""
+        ids, index = table.column("record_id").to_pylist(), chunk.index
+        if seen.keys().isdisjoint(ids):  # the usual chunk: checked and recorded at C speed
+            seen.update(zip(ids, map(or_, kept, repeat(index << 40)), strict=True))
+            return table, imported
+        keep, dups, lines = [], [], chunk.data.split(b"\n")
+        for rid, line in zip(ids, kept, strict=True):
+            earlier = seen.get(rid)
+            keep.append(earlier is None)
+            if earlier is None:
+                seen[rid] = index << 40 | line
+                continue
+            dups.append(rid)
+            self.ctx.reject(self.name, f"{self.paths[index]}:{line}",
+                            f"duplicate record id '{rid}' (first seen at "
+                            f"{self.paths[earlier >> 40]}:{earlier & (1 << 40) - 1})",
+                            json_text(orjson.loads(lines[line - chunk.first])))
+        gone = pa.array(dups, pa.string())
+        imported = [t.filter(pc.invert(pc.is_in(t.column("record_id"), value_set=gone)))
+                    for t in imported]
+        return table.filter(pa.array(keep)), imported

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError, SourceError
-from evalkit.sources.jsonl import FileSourceConfig, JsonlSource
+from evalkit.sources.jsonl import JsonlSource, JsonlSourceConfig
 from tests.sources.conftest import read_all
 
 
@@ -29,7 +31,7 @@ GOOD = {"id": "a", "model": "m1", "output": {"completion": "hi", "reasoning": No
 
 def test_nested_mapping_types_and_metadata(tmp_path: Path, ctx: RunContext) -> None:
     path = _write(tmp_path / "a.jsonl", [json.dumps(GOOD)])
-    cfg = FileSourceConfig(path=str(path), record_id="id",
+    cfg = JsonlSourceConfig(path=str(path), record_id="id",
                            fields={"input_tokens": "usage.input", "output": "output.completion",
                                    "output_tokens": "usage.output"})
     (row,) = read_all(JsonlSource("src", cfg, ctx)).to_pylist()
@@ -50,7 +52,7 @@ def test_columns_and_extras_across_row_shapes_in_one_batch(tmp_path: Path,
             {"id": "c", "usage": 5, "metadata": {"kept": True}, "team": "y"},
             {"id": "d"}]
     path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in rows])
-    cfg = FileSourceConfig(path=str(path), record_id="id",
+    cfg = JsonlSourceConfig(path=str(path), record_id="id",
                            fields={"input_tokens": "usage.input", "output_tokens": "usage.output"})
     got = read_all(JsonlSource("s", cfg, ctx)).to_pylist()
     assert [(r["input_tokens"], r["output_tokens"]) for r in got] == [
@@ -59,14 +61,14 @@ def test_columns_and_extras_across_row_shapes_in_one_batch(tmp_path: Path,
                                             '{"env":"dev","team":null}', '{"kept":true}', None]
     single = _write(tmp_path / "b.jsonl", [json.dumps({"id": "e", "team": None}),
                                           json.dumps({"id": "f"})])
-    got = read_all(JsonlSource("s", FileSourceConfig(path=str(single), record_id="id"),
+    got = read_all(JsonlSource("s", JsonlSourceConfig(path=str(single), record_id="id"),
                                ctx)).to_pylist()
     assert [r["metadata"] for r in got] == ['{"team":null}', None]
 
 
 def test_object_output_is_kept_as_json_text(tmp_path: Path, ctx: RunContext) -> None:
     path = _write(tmp_path / "a.jsonl", [json.dumps(GOOD)])
-    (row,) = read_all(JsonlSource("s", FileSourceConfig(path=str(path)), ctx)).to_pylist()
+    (row,) = read_all(JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)).to_pylist()
     assert json.loads(row["output"]) == GOOD["output"]
     assert row["record_id"] == "a.jsonl:1"  # default id: file name and line
 
@@ -86,7 +88,7 @@ def test_bad_lines_are_rejected_with_location_and_the_rest_is_read(
         json.dumps({"id": "9", "model": "m", "output": "also ok", "latency_s": "1.5"}),
     ]
     path = _write(tmp_path / "bad.jsonl", lines)
-    cfg = FileSourceConfig(path=str(path), record_id="id", required=["model"])
+    cfg = JsonlSourceConfig(path=str(path), record_id="id", required=["model"])
     table = read_all(JsonlSource("s", cfg, ctx))
     assert table.column("record_id").to_pylist() == ["1", "9"]
     assert table.column("latency_s").to_pylist() == [None, 1.5]  # numeric strings coerce
@@ -106,14 +108,14 @@ def test_gzip_and_globs(tmp_path: Path, ctx: RunContext) -> None:
     with gzip.open(tmp_path / "part1.jsonl.gz", "wt") as fh:
         fh.write(json.dumps({"id": "g1", "output": "x"}) + "\n")
     _write(tmp_path / "part2.jsonl", [json.dumps({"id": "p2", "output": "y"})])
-    cfg = FileSourceConfig(path=str(tmp_path / "part*"), record_id="id")
+    cfg = JsonlSourceConfig(path=str(tmp_path / "part*"), record_id="id")
     table = read_all(JsonlSource("s", cfg, ctx))
     assert sorted(table.column("record_id").to_pylist()) == ["g1", "p2"]
 
 
 def test_batches_split_and_ids_stay_unique_across_them(tmp_path: Path, ctx: RunContext) -> None:
     lines = [json.dumps({"id": str(i % 7), "output": "o"}) for i in range(20)]
-    cfg = FileSourceConfig(path=str(_write(tmp_path / "a.jsonl", lines)), record_id="id",
+    cfg = JsonlSourceConfig(path=str(_write(tmp_path / "a.jsonl", lines)), record_id="id",
                            batch_size=3)
     tables = list(JsonlSource("s", cfg, ctx).read())
     assert len(tables) > 2
@@ -122,18 +124,18 @@ def test_batches_split_and_ids_stay_unique_across_them(tmp_path: Path, ctx: RunC
 
 def test_configuration_errors(tmp_path: Path, ctx: RunContext) -> None:
     with pytest.raises(SourceError, match="no JSONL file matches"):
-        JsonlSource("s", FileSourceConfig(path=str(tmp_path / "none*.jsonl")), ctx)
+        JsonlSource("s", JsonlSourceConfig(path=str(tmp_path / "none*.jsonl")), ctx)
     path = _write(tmp_path / "a.jsonl", ["{}"])
     with pytest.raises(ConfigError, match="'outptu' is not a record column"):
-        list(JsonlSource("s", FileSourceConfig(path=str(path), fields={"outptu": "x"}),
+        list(JsonlSource("s", JsonlSourceConfig(path=str(path), fields={"outptu": "x"}),
                          ctx).read())
 
 
 def test_fingerprint_changes_with_content(tmp_path: Path, ctx: RunContext) -> None:
     path = _write(tmp_path / "a.jsonl", ['{"output": "a"}'])
-    before = JsonlSource("s", FileSourceConfig(path=str(path)), ctx).fingerprint()
+    before = JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx).fingerprint()
     _write(path, ['{"output": "b"}'])
-    after = JsonlSource("s", FileSourceConfig(path=str(path)), ctx).fingerprint()
+    after = JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx).fingerprint()
     assert before != after and before[str(path)]["bytes"] == 16
 
 
@@ -141,7 +143,7 @@ def test_imported_label_only_score_and_empty_score(tmp_path: Path, ctx: RunConte
     lines = [json.dumps({"id": "a", "output": "x",
                          "scores": [{"name": "Tone", "value": None, "label": "polite"}]}),
              json.dumps({"id": "b", "output": "y", "scores": [{"name": "Tone"}]})]
-    cfg = FileSourceConfig(path=str(_write(tmp_path / "s.jsonl", lines)), record_id="id",
+    cfg = JsonlSourceConfig(path=str(_write(tmp_path / "s.jsonl", lines)), record_id="id",
                            scores_list="scores")
     table = read_all(JsonlSource("s", cfg, ctx))
     assert table.column("record_id").to_pylist() == ["a"]
@@ -157,8 +159,127 @@ def test_deep_paths_walk_lists_and_json_text(tmp_path: Path, ctx: RunContext) ->
             {"id": "c", "messages": [{"content": "only"}]},
             {"id": "d", "messages": {"1": {"content": "not a list"}}}]
     path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in rows])
-    cfg = FileSourceConfig(path=str(path), record_id="id",
+    cfg = JsonlSourceConfig(path=str(path), record_id="id",
                            fields={"input": "messages.0.content", "output": "messages.1.content"})
     got = read_all(JsonlSource("s", cfg, ctx)).to_pylist()
     assert [(r["input"], r["output"]) for r in got] == [("q1", "a1"), ("q2", "a2"),
                                                         ("only", None), (None, None)]
+
+
+def _read(path: Path, ctx: RunContext, **options: Any) -> tuple[list[dict[str, Any]],
+                                                                list[dict[str, Any]],
+                                                                list[dict[str, Any]]]:
+    """Records, rejects (in file order) and imported judgments of one read."""
+    ctx.rejects.clear()
+    ctx.imported.clear()
+    cfg = JsonlSourceConfig(path=str(path), **options)
+    records = read_all(JsonlSource("s", cfg, ctx)).to_pylist()
+    rejects = sorted(ctx.rejects, key=lambda r: int(r["location"].rsplit(":", 1)[1]))
+    imported = [row for t in ctx.imported for row in t.to_pylist()]
+    return records, rejects, imported
+
+
+# rows of every shape the typed decoding must map as parsing line by line does
+SHAPES = [
+    {"id": "a", "model": "m", "usage": {"input": 1, "output": 2, "total": 3}, "team": "x",
+     "output": "fine", "latency_s": 1, "timestamp": "2026-01-02T03:04:05Z"},
+    {"id": "b", "model": "m", "usage": None, "team": None, "output": {"error": "boom"}},
+    {"id": "c", "model": "m", "output": ["a", 1], "latency_s": "2.5", "tags": ["t"]},
+    {"id": "d", "model": None, "output": "no model"},
+    {"id": "e", "model": "m", "latency_s": "slow"},
+    {"id": "a", "model": "m", "output": "duplicate of line 1"},
+    {"id": 7, "model": "m", "input": [{"role": "user", "content": "caf\u00e9 \u2603"}]},
+    {"model": "m", "output": "no id"},
+    {"id": "i", "model": "m", "timestamp": 1767323045, "cost_usd": 4},
+]
+
+
+def test_typed_decoding_maps_exactly_as_line_by_line(tmp_path: Path, ctx: RunContext,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of one shape are decoded at once (msgspec structs); the records, rejects and
+    their raw text are the same as parsing each line."""
+    import evalkit.sources._mapping as mapping
+
+    path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in SHAPES])
+    options = {"record_id": "id", "required": ["model"],
+               "fields": {"input_tokens": "usage.input", "output_tokens": "usage.output"}}
+    typed = []
+    add_typed = mapping.RecordBuilder.add_typed
+    monkeypatch.setattr(mapping.RecordBuilder, "add_typed",
+                        lambda self, *a: typed.append(add_typed(self, *a)) or typed[-1])
+    fast = _read(path, ctx, **options)
+    assert typed == [True]
+    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)
+    slow = _read(path, ctx, **options)
+    assert fast == slow
+    records, rejects, _ = fast
+    assert [r["record_id"] for r in records] == ["a", "b", "c", "7", "i"]
+    assert [(r["input_tokens"], r["output_tokens"]) for r in records][:2] == [(1, 2),
+                                                                              (None, None)]
+    assert [r["metadata"] for r in records][:3] == ['{"team":"x"}', '{"team":null}', None]
+    assert [r["location"].rsplit(":", 1)[1] for r in rejects] == ["4", "5", "6", "8"]
+    assert json.loads(rejects[2]["raw"]) == SHAPES[5]
+
+
+@pytest.mark.parametrize("odd", [
+    "",  # a blank line: decoding at once would skip it and shift the line numbers
+    "[1, 2]",  # not an object
+    '{"id": "x", "model": "m", "new_key": 1}',  # a key the first line lacks (metadata)
+    '{"id": "x", "model": "m", "usage": "{\\"input\\": 9}"}',  # JSON text under usage.input
+    '{"id": "x", "model": "m", "output": "cut',  # malformed
+])
+def test_chunks_of_other_shapes_are_read_line_by_line(tmp_path: Path, ctx: RunContext,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     odd: str) -> None:
+    import evalkit.sources._mapping as mapping
+
+    lines = [json.dumps(r) for r in SHAPES[:3]] + [odd] + [json.dumps(SHAPES[8])]
+    path = _write(tmp_path / "a.jsonl", lines)
+    options = {"record_id": "id", "fields": {"input_tokens": "usage.input"}}
+    typed = []
+    add_typed = mapping.RecordBuilder.add_typed
+    monkeypatch.setattr(mapping.RecordBuilder, "add_typed",
+                        lambda self, *a: typed.append(add_typed(self, *a)) or typed[-1])
+    fast = _read(path, ctx, **options)
+    assert typed == [False]
+    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)
+    assert fast == _read(path, ctx, **options)
+    ids = [r["record_id"] for r in fast[0]]
+    assert ids == ["a", "b", "c", "x", "i"] if odd.endswith(("1}", "}\"}")) else \
+        ids == ["a", "b", "c", "i"]
+
+
+def test_worker_processes_read_what_the_run_process_reads(tmp_path: Path,
+                                                          ctx: RunContext) -> None:
+    """Chunks mapped on worker processes: same records, rejects (a duplicate id in a later
+    chunk names the first line) and imported scores as in the run's own process."""
+    lines: list[str | bytes] = []
+    for i in range(40):
+        row: dict[str, Any] = {"id": f"r{i % 31}", "model": "m", "output": f"o{i}",
+                               "grade": i / 40}
+        lines.append(json.dumps(row))
+    lines[5] = '{"id": "broken'
+    lines[17] = b'{"id": "x", "output": "\xff"}'
+    path = _write(tmp_path / "a.jsonl", lines)
+    options = {"record_id": "id", "batch_size": 4, "scores": {"grader": "grade"}}
+    alone = _read(path, ctx, workers=0, **options)
+    pooled = _read(path, ctx, workers=2, **options)
+    assert pooled == alone
+    records, rejects, imported = pooled
+    assert len(records) == 30 and len(imported) == 30
+    dup = next(r for r in rejects if r["location"].endswith(":32"))
+    assert dup["reason"] == f"duplicate record id 'r0' (first seen at {path}:1)"
+    assert [r["value"] for r in imported if r["record_id"] == "r0"] == [0.0]
+
+
+def test_workers_default_to_none_for_small_inputs(tmp_path: Path, ctx: RunContext,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import evalkit.sources.jsonl as jsonl
+
+    path = _write(tmp_path / "a.jsonl", ['{"output": "a"}'])
+    assert JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx).workers == 0
+    monkeypatch.setattr(jsonl, "PARALLEL_MIN_BYTES", 1)
+    auto = JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx).workers
+    assert auto == (os.cpu_count() if jsonl._start_method() == "fork" else 0)
+    with pytest.raises(ValueError, match="workers: -1 is negative"):
+        JsonlSourceConfig(path=str(path), workers=-1).validate()
