@@ -46,7 +46,12 @@ def json_text(value: Any) -> str | None:
     strings and ``None`` pass through unchanged."""
     if value is None or type(value) is str:
         return value
-    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, or nesting past 254 levels
+        import json
+
+        return json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
 
 
 def conform(

@@ -59,8 +59,9 @@ class JsonlSourceConfig(FileSourceConfig):
 
 # below this much input, starting worker processes costs more than it saves
 PARALLEL_MIN_BYTES = 64 << 20
-# bytes read per chunk (then up to the end of the line): ~50,000 lines of a typical LLM log
-CHUNK_BYTES = 32 << 20
+# bytes of the first read of a file (then up to the end of the line); later reads ask for the
+# bytes batch_size lines took so far
+FIRST_READ = 1 << 20
 
 
 def resolve_paths(pattern: str, what: str) -> list[Path]:
@@ -175,23 +176,27 @@ class JsonlSource:
         return fingerprint(self.paths)
 
     def _chunks(self) -> Iterator[Chunk]:
-        """The lines of every file, ``CHUNK_BYTES`` (to the end of a line) and at most
-        ``batch_size`` lines at a time. Lines are counted, not split, here: with workers this
-        process only reads."""
+        """The lines of every file, at most ``batch_size`` at a time. Each read asks for the
+        bytes that many lines took so far (then reads to the end of a line), so a block is
+        rarely cut; a block of more lines is cut into whole batches from the front. Lines are
+        counted, not split, here: with workers this process only reads."""
         size = self.config.batch_size
+        want = FIRST_READ
         for index, path in enumerate(self.paths):
             opener = gzip.open if path.suffix == ".gz" else open
             with opener(path, "rb") as fh:
-                first, rest = 1, b""
-                while data := rest + fh.read(CHUNK_BYTES) + fh.readline():
-                    rest = b""
+                first = 1
+                while data := fh.read(want) + fh.readline():
                     lines = data.count(b"\n") + (not data.endswith(b"\n"))
-                    if lines > size:  # short lines: cut after the size-th
-                        cut = 0
+                    want = max(1, len(data) * size // lines * 15 // 16)
+                    start = 0
+                    while lines > size:
+                        cut = start
                         for _ in range(size):
                             cut = data.index(b"\n", cut) + 1
-                        data, rest, lines = data[:cut], data[cut:], size
-                    yield Chunk(index, first, lines, data)
+                        yield Chunk(index, first, size, data[start:cut])
+                        start, first, lines = cut, first + size, lines - size
+                    yield Chunk(index, first, lines, data[start:] if start else data)
                     first += lines
 
     def _mapped(self) -> Iterator[tuple[Chunk, Mapped]]:

@@ -283,3 +283,51 @@ def test_workers_default_to_none_for_small_inputs(tmp_path: Path, ctx: RunContex
     assert auto == (os.cpu_count() if jsonl._start_method() == "fork" else 0)
     with pytest.raises(ValueError, match="workers: -1 is negative"):
         JsonlSourceConfig(path=str(path), workers=-1).validate()
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 50_000])
+@pytest.mark.parametrize("trailing_newline", [True, False])
+def test_chunks_hold_whole_lines_and_number_them(tmp_path: Path, ctx: RunContext,
+                                                 batch_size: int,
+                                                 trailing_newline: bool) -> None:
+    data = b"".join(b'{"n": %d, "pad": "%s"}\n' % (i, b"x" * (i % 50)) for i in range(2000))
+    data = data if trailing_newline else data[:-1]
+    (tmp_path / "a.jsonl").write_bytes(data)
+    src = JsonlSource("s", JsonlSourceConfig(path=str(tmp_path / "a.jsonl"),
+                                             batch_size=batch_size), ctx)
+    chunks = list(src._chunks())
+    assert b"".join(c.data for c in chunks) == data
+    assert all(0 < c.lines <= batch_size for c in chunks)
+    assert [c.first for c in chunks] == \
+        [1 + sum(c.lines for c in chunks[:i]) for i in range(len(chunks))]
+    for c in chunks:  # the first line of each chunk is the line its number says
+        assert json.loads(c.data.split(b"\n")[0])["n"] == c.first - 1
+    assert len(chunks) == -(-2000 // batch_size)  # full batches: the file fits one read
+
+
+def test_reads_follow_the_batch_size_in_bytes(tmp_path: Path, ctx: RunContext,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the first read, each asks for about batch_size lines' bytes: blocks are rarely
+    cut and chunks stay close to batch_size lines."""
+    import evalkit.sources.jsonl as jsonl
+
+    monkeypatch.setattr(jsonl, "FIRST_READ", 4096)
+    data = b"".join(b'{"n": %d, "pad": "%s"}\n' % (i, b"x" * (i % 50)) for i in range(20_000))
+    (tmp_path / "a.jsonl").write_bytes(data)
+    src = JsonlSource("s", JsonlSourceConfig(path=str(tmp_path / "a.jsonl"),
+                                             batch_size=1000), ctx)
+    sizes = [c.lines for c in src._chunks()]
+    assert sum(sizes) == 20_000 and max(sizes) <= 1000
+    assert min(sizes[1:-1]) > 800 and len(sizes) < 30
+
+
+def test_integers_beyond_64_bits_are_rejected_or_kept_as_text(tmp_path: Path,
+                                                              ctx: RunContext) -> None:
+    big = 10**30
+    rows = [{"id": "a", "input_tokens": big}, {"id": "b", "output": {"n": big}},
+            {"id": "c", "input_tokens": str(big)}]
+    path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in rows])
+    records, rejects, _ = _read(path, ctx, record_id="id")
+    assert [r["record_id"] for r in records] == ["b"]
+    assert json.loads(records[0]["output"])["n"] == pytest.approx(big)
+    assert all("out of the 64-bit range" in r["reason"] for r in rejects) and len(rejects) == 2
