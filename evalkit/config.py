@@ -205,9 +205,10 @@ def _secret_values() -> list[str]:
     return [v for k, v in os.environ.items() if _SECRET_KEY.search(k) and len(v) >= 8]
 
 
-def redact_text(text: str) -> str:
-    """``text`` with the value of every secret-looking environment variable masked."""
-    for value in _secret_values():
+def redact_text(text: str, secrets: list[str] | None = None) -> str:
+    """``text`` with the value of every secret-looking environment variable masked
+    (``secrets``: those values, when the caller has them already)."""
+    for value in _secret_values() if secrets is None else secrets:
         text = text.replace(value, REDACTED)
     return text
 
@@ -220,15 +221,19 @@ def redact_override(override: str) -> str:
     return redact_text(override)
 
 
-def redact(node: Any) -> Any:
-    """A copy of a plain config tree with secret-named keys and secret values masked."""
+def redact(node: Any, secrets: list[str] | None = None) -> Any:
+    """A copy of a plain config tree with secret-named keys and secret values masked (the
+    environment is read once per tree, not once per string)."""
+    if secrets is None:
+        secrets = _secret_values()
     if isinstance(node, dict):
         return {
-            k: (REDACTED if _SECRET_KEY.search(str(k)) and v not in (None, "") else redact(v))
+            k: (REDACTED if _SECRET_KEY.search(str(k)) and v not in (None, "")
+                else redact(v, secrets))
             for k, v in node.items()
         }
     if isinstance(node, list):
-        return [redact(v) for v in node]
+        return [redact(v, secrets) for v in node]
     if isinstance(node, str):
-        return redact_text(node)
+        return redact_text(node, secrets)
     return node
