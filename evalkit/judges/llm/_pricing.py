@@ -5,10 +5,11 @@ An unknown model has no price: its cost is None, never 0."""
 from __future__ import annotations
 
 import importlib.util
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 _MAP_FILE = "model_prices_and_context_window_backup.json"
 
@@ -20,8 +21,10 @@ def _cost_map() -> dict[str, Any]:
         return {}
     path = Path(next(iter(spec.submodule_search_locations))) / _MAP_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        # ~3 MB: orjson reads it in ~2/3 of the standard library's time (~30 ms here), on the
+        # first judged answer's path
+        return orjson.loads(path.read_bytes())
+    except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
         return {}
 
 
