@@ -176,10 +176,6 @@ class JsonlSource:
         self.config = config
         self.ctx = ctx
         self.paths = resolve_paths(config.path, "JSONL")
-        self.workers = config.workers
-        if self.workers is None:  # automatic: for a large input, when workers can be forked
-            big = sum(p.stat().st_size for p in self.paths) >= PARALLEL_MIN_BYTES
-            self.workers = (os.cpu_count() or 1) if big and _start_method() == "fork" else 0
 
     def fingerprint(self) -> dict[str, Any]:
         return fingerprint(self.paths)
@@ -208,23 +204,32 @@ class JsonlSource:
                     yield Chunk(index, first, lines, data[start:] if start else data)
                     first += lines
 
+    def _workers(self) -> int:
+        """Worker processes for this read: as configured, else one per core for an input over
+        ``PARALLEL_MIN_BYTES`` when they can be forked now (this process has no threads)."""
+        if self.config.workers is not None:
+            return self.config.workers
+        big = sum(p.stat().st_size for p in self.paths) >= PARALLEL_MIN_BYTES
+        return (os.cpu_count() or 1) if big and _start_method() == "fork" else 0
+
     def _mapped(self) -> Iterator[tuple[Chunk, Mapped]]:
         """Each chunk with its mapping, in file order."""
         refs = [(str(p), p.name) for p in self.paths]
-        if not self.workers:
+        workers = self._workers()
+        if not workers:
             for chunk in self._chunks():
                 yield chunk, map_chunk(self.name, self.config, self.ctx, refs[chunk.index],
                                        chunk)
             return
         mp = multiprocessing.get_context(_start_method())
-        pool = ProcessPoolExecutor(self.workers, mp_context=mp, initializer=_start_worker,
+        pool = ProcessPoolExecutor(workers, mp_context=mp, initializer=_start_worker,
                                    initargs=(self.name, self.config,
                                              replace(self.ctx, rejects=[], imported=[])))
         pending: deque[tuple[Chunk, Future[Mapped]]] = deque()
         try:
             for chunk in self._chunks():
                 pending.append((chunk, pool.submit(_map_in_worker, refs[chunk.index], chunk)))
-                if len(pending) > self.workers:  # bounded: at most one chunk queued per worker
+                if len(pending) > workers:  # bounded: at most one chunk queued per worker
                     chunk, future = pending.popleft()
                     yield chunk, future.result()
             while pending:
