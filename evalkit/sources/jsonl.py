@@ -107,7 +107,9 @@ class Chunk(NamedTuple):
     index: int  # of the file in the source's paths
     first: int  # line number of the first line
     lines: int  # how many lines
-    data: bytes  # the lines
+    offset: int  # byte offset in the file (-1 in a gzip file)
+    data: bytes  # the lines (empty on the way to a worker, which reads them from the file)
+    size: int  # bytes of data
 
 
 def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef,
@@ -144,6 +146,15 @@ def _start_worker(name: str, config: FileSourceConfig, ctx: RunContext) -> None:
 
 def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped:
     assert _WORKER is not None
+    if chunk.size and not chunk.data:  # its bytes come from the file, not through a pipe
+        with open(ref[0], "rb") as fh:
+            fh.seek(chunk.offset)
+            data = fh.read(chunk.size)
+        if len(data) != chunk.size or \
+                _newlines(data) + (not data.endswith(b"\n")) != chunk.lines:
+            raise SourceError(f"{ref[0]} changed while it was read (bytes {chunk.offset}:"
+                              f"{chunk.offset + chunk.size}); read it once it is complete")
+        chunk = chunk._replace(data=data)
     return map_chunk(*_WORKER, ref, chunk)
 
 
@@ -188,9 +199,9 @@ class JsonlSource:
         size = self.config.batch_size
         want = FIRST_READ
         for index, path in enumerate(self.paths):
-            opener = gzip.open if path.suffix == ".gz" else open
-            with opener(path, "rb") as fh:
-                first = 1
+            gz = path.suffix == ".gz"
+            with (gzip.open if gz else open)(path, "rb") as fh:
+                first, offset = 1, -1 if gz else 0
                 while data := fh.read(want) + fh.readline():
                     lines = _newlines(data) + (not data.endswith(b"\n"))
                     want = max(1, len(data) * size // lines * 15 // 16)
@@ -199,10 +210,13 @@ class JsonlSource:
                         cut = start
                         for _ in range(size):
                             cut = data.index(b"\n", cut) + 1
-                        yield Chunk(index, first, size, data[start:cut])
+                        yield Chunk(index, first, size, offset + start * (not gz),
+                                    data[start:cut], cut - start)
                         start, first, lines = cut, first + size, lines - size
-                    yield Chunk(index, first, lines, data[start:] if start else data)
+                    yield Chunk(index, first, lines, offset + start * (not gz),
+                                data[start:] if start else data, len(data) - start)
                     first += lines
+                    offset += len(data) * (not gz)
 
     def _workers(self) -> int:
         """Worker processes for this read: as configured, else one per core for an input over
@@ -228,7 +242,8 @@ class JsonlSource:
         pending: deque[tuple[Chunk, Future[Mapped]]] = deque()
         try:
             for chunk in self._chunks():
-                pending.append((chunk, pool.submit(_map_in_worker, refs[chunk.index], chunk)))
+                wire = chunk if chunk.offset < 0 else chunk._replace(data=b"")
+                pending.append((chunk, pool.submit(_map_in_worker, refs[chunk.index], wire)))
                 if len(pending) > workers:  # bounded: at most one chunk queued per worker
                     chunk, future = pending.popleft()
                     yield chunk, future.result()

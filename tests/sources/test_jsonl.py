@@ -272,6 +272,25 @@ def test_worker_processes_read_what_the_run_process_reads(tmp_path: Path,
     assert [r["value"] for r in imported if r["record_id"] == "r0"] == [0.0]
 
 
+def test_worker_processes_read_gzip_chunks_and_refuse_a_changed_file(tmp_path: Path,
+                                                                      ctx: RunContext) -> None:
+    import evalkit.sources.jsonl as jsonl
+
+    lines = [json.dumps({"id": str(i), "output": "o"}) for i in range(10)]
+    with gzip.open(tmp_path / "a.jsonl.gz", "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+    records, rejects, _ = _read(tmp_path / "a.jsonl.gz", ctx, workers=2, batch_size=3,
+                                record_id="id")
+    assert [r["record_id"] for r in records] == [str(i) for i in range(10)] and not rejects
+    path = _write(tmp_path / "b.jsonl", lines)
+    cfg = JsonlSourceConfig(path=str(path))
+    (chunk,) = JsonlSource("s", cfg, ctx)._chunks()
+    jsonl._start_worker("s", cfg, ctx)
+    _write(path, lines[:5] + ["{}"] * 5)  # rewritten since the chunk was counted
+    with pytest.raises(SourceError, match="changed while it was read"):
+        jsonl._map_in_worker((str(path), path.name), chunk._replace(data=b""))
+
+
 def test_workers_default_to_none_for_small_inputs(tmp_path: Path, ctx: RunContext,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import evalkit.sources.jsonl as jsonl
@@ -298,6 +317,7 @@ def test_chunks_hold_whole_lines_and_number_them(tmp_path: Path, ctx: RunContext
                                              batch_size=batch_size), ctx)
     chunks = list(src._chunks())
     assert b"".join(c.data for c in chunks) == data
+    assert all(data[c.offset:c.offset + c.size] == c.data for c in chunks)  # what workers read
     assert all(0 < c.lines <= batch_size for c in chunks)
     assert [c.first for c in chunks] == \
         [1 + sum(c.lines for c in chunks[:i]) for i in range(len(chunks))]
