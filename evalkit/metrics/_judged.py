@@ -18,6 +18,7 @@ from evalkit.metrics._signals import (
     index_slices,
     judgment_join,
     mean_row,
+    per_record,
     value_groups,
 )
 
@@ -32,9 +33,13 @@ def judged_table(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
     """One row per record: ``excluded_by``, slice columns, and the judge's ``value``,
     ``passed``, ``label`` and ``status`` (null when the judge left no judgment)."""
     cols = ", ".join(f'r."{c}"' for c in dict.fromkeys(["excluded_by", *slice_by]))
-    join, params = judgment_join(con, judge, ["value", "passed", "label"], "j")
-    return con.execute(f"SELECT {cols}, j.value, j.passed, j.label, j.status "
-                       f"FROM records r {join}", params).to_arrow_table()
+
+    def query(pick: bool) -> tuple[str, list[Any]]:
+        join, params = judgment_join(con, judge, ["value", "passed", "label"], "j", pick)
+        return f"SELECT {cols}, j.value, j.passed, j.label, j.status FROM records r {join}", \
+            params
+
+    return per_record(con, query)
 
 
 def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,

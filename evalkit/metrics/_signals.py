@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,17 +122,21 @@ def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None
     return number, None
 
 
-def judgment_join(con: Any, judge: str, fields: list[str], alias: str
-                  ) -> tuple[str, list[Any]]:
+def judgment_join(con: Any, judge: str, fields: list[str], alias: str,
+                  pick: bool | None = None) -> tuple[str, list[Any]]:
     """``LEFT JOIN`` SQL (and its parameters) adding judge ``judge``'s ``status``, ``error``
     and ``fields`` as ``alias``: one row per record, so a judge that left several judgments
     for a record (a rerun, an imported and a computed copy) contributes its ok one first,
-    every field from that row. The usual case, one judgment per record, is checked first
-    and joined without the sort that picking one needs (a third of the time at 1M rows)."""
+    every field from that row. Picking needs a sort (a third of the time at 1M rows) that the
+    usual case, one judgment per record, does without: ``pick=None`` checks for duplicates
+    first, ``False`` joins the judgments as they are (see :func:`per_record`), ``True``
+    picks."""
     cols = ", ".join(f'"{f}"' for f in dict.fromkeys(["status", "error", *fields]))
-    (dups,) = con.execute("SELECT count(*) - count(DISTINCT record_id) FROM judgments "
-                          "WHERE judge = ?", [judge]).fetchone()
-    if not dups:
+    if pick is None:
+        (dups,) = con.execute("SELECT count(*) - count(DISTINCT record_id) FROM judgments "
+                              "WHERE judge = ?", [judge]).fetchone()
+        pick = bool(dups)
+    if not pick:
         return (f"LEFT JOIN (SELECT record_id, {cols} FROM judgments WHERE judge = ?) {alias} "
                 "USING (record_id)", [judge])
     return (f"LEFT JOIN (SELECT DISTINCT ON (record_id) record_id, {cols} FROM judgments "
@@ -140,30 +144,50 @@ def judgment_join(con: Any, judge: str, fields: list[str], alias: str
             f"WHEN 'error' THEN 1 ELSE 2 END) {alias} USING (record_id)", [judge])
 
 
+def per_record(con: Any, query: Callable[[bool], tuple[str, list[Any]]]) -> pa.Table:
+    """The result of ``query(pick)``, a select over every record (no ``WHERE``) with
+    :func:`judgment_join` joins. The joins are first made as the judgments are: when the
+    result has one row per record, no record had two judgments from a joined judge (the
+    usual case, and no duplicate check nor sort was needed); else the query runs again
+    picking one judgment per record."""
+    sql, params = query(False)
+    table = con.execute(sql, params).to_arrow_table()
+    (n,) = con.execute("SELECT count(*) FROM records").fetchone()
+    if table.num_rows == n:
+        return table
+    sql, params = query(True)
+    return con.execute(sql, params).to_arrow_table()
+
+
 def fetch(con: Any, specs: Mapping[str, SignalSpec], columns: list[str],
           judge_fields: Mapping[str, list[str]] | None = None) -> pa.Table:
     """One row per record: ``record_id``, ``excluded_by``, the record ``columns`` asked for,
     and for each signal ``name`` the raw cell (``name``) and, for judges, the judgment
     ``status`` (``name__status``), ``error`` and any ``judge_fields[name]``."""
-    select = ["r.record_id", "r.excluded_by"]
-    select += [f'r."{c}"' for c in dict.fromkeys(columns) if c not in ("record_id",
-                                                                       "excluded_by")]
-    joins: list[str] = []
-    params: list[Any] = []
-    for i, (name, spec) in enumerate(specs.items()):
-        if spec.column:
-            select.append(f'r."{spec.column}" AS "{name}"')
-            continue
-        alias = f"j{i}"
-        extra = list((judge_fields or {}).get(name, []))
-        sql, p = judgment_join(con, spec.judge or "", [spec.field, *extra], alias)
-        joins.append(sql)
-        params += p
-        select += [f'{alias}."{spec.field}" AS "{name}"',
-                   f'{alias}.status AS "{name}__status"', f'{alias}.error AS "{name}__error"']
-        select += [f'{alias}."{f}" AS "{name}__{f}"' for f in extra]
-    sql = f"SELECT {', '.join(select)} FROM records r {' '.join(joins)} ORDER BY r.record_id"
-    return con.execute(sql, params).to_arrow_table()
+
+    def query(pick: bool) -> tuple[str, list[Any]]:
+        select = ["r.record_id", "r.excluded_by"]
+        select += [f'r."{c}"' for c in dict.fromkeys(columns)
+                   if c not in ("record_id", "excluded_by")]
+        joins: list[str] = []
+        params: list[Any] = []
+        for i, (name, spec) in enumerate(specs.items()):
+            if spec.column:
+                select.append(f'r."{spec.column}" AS "{name}"')
+                continue
+            alias = f"j{i}"
+            extra = list((judge_fields or {}).get(name, []))
+            sql, p = judgment_join(con, spec.judge or "", [spec.field, *extra], alias, pick)
+            joins.append(sql)
+            params += p
+            select += [f'{alias}."{spec.field}" AS "{name}"',
+                       f'{alias}.status AS "{name}__status"',
+                       f'{alias}.error AS "{name}__error"']
+            select += [f'{alias}."{f}" AS "{name}__{f}"' for f in extra]
+        return (f"SELECT {', '.join(select)} FROM records r {' '.join(joins)} "
+                "ORDER BY r.record_id", params)
+
+    return per_record(con, query)
 
 
 def numbers(table: pa.Table, name: str, spec: SignalSpec, mapping: Mapping[str, float],

@@ -119,3 +119,24 @@ def test_mean_ci_methods_agree_with_resampling_records():
     assert method == "normal"
     assert lo == pytest.approx(ref[0], abs=0.001) and hi == pytest.approx(ref[1], abs=0.001)
     assert mean_ci(scores[:1], 1000, 0, 0.95) == (None, None, None)
+
+
+def test_signals_join_one_judgment_per_record_as_written_or_picked(tmp_path):
+    """fetch() joins judgments as written when that gives one row per record (no duplicate
+    check, no sort); a record judged twice makes it pick the ok judgment, for every judge
+    joined, and a judgment of no record changes nothing."""
+    from evalkit.metrics._signals import fetch, parse_spec
+
+    specs = {"h": parse_spec("judge:H", "h"), "g": parse_spec("judge:G", "g")}
+    others = [{**j, "judge": "G"} for j in JUDG]
+    orphan = {"record_id": "zz", "judge": "H", "value": 0.5, "status": "ok"}
+    (tmp_path / "1").mkdir()
+    (tmp_path / "2").mkdir()
+    plain = fetch(connect(tmp_path / "1", RECORDS_ROWS, [*JUDG, orphan, *others]), specs, [])
+    assert plain.column("h").to_pylist() == [0.2, 0.4, 1.0, None, 0.9]
+    rerun = {"record_id": "d", "judge": "H", "value": 0.6, "status": "ok"}
+    picked = fetch(connect(tmp_path / "2", RECORDS_ROWS, [rerun, *JUDG, *others]), specs, [])
+    assert picked.column("record_id").to_pylist() == ["a", "b", "c", "d", "e"]
+    assert picked.column("h").to_pylist() == [0.2, 0.4, 1.0, 0.6, 0.9]
+    assert picked.column("h__status").to_pylist()[3] == "ok"
+    assert picked.column("g").to_pylist() == plain.column("g").to_pylist()
