@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -117,19 +118,33 @@ def echo_similarities(outputs: pa.Array | pa.ChunkedArray,
                       prompts: list[pa.Array | pa.ChunkedArray], ngram: int = 3,
                       probe: int = 30, min_words: int = 3) -> list[float | None]:
     """:func:`echo_similarity` of each output against each prompt column (the highest
-    wins); null for a null output. Normalisation runs once per column, vectorised; only the
-    containment tests run per row."""
-    outs = normalise(outputs).to_pylist()
-    missing = pc.is_null(outputs).to_pylist()
-    best: list[float | None] = [None if m else 0.0 for m in missing]
+    wins); null for a null output. Each distinct output and prompt is normalised once,
+    vectorised, and each distinct (output, prompt) pair compared once: the containment tests
+    run per pair, not per row (a model's answer to a prompt it saw before costs nothing)."""
+    outputs = _one_array(outputs)
+    n = len(outputs)
+    out_enc = pc.dictionary_encode(outputs)
+    outs = normalise(out_enc.dictionary).to_pylist()
+    out_idx = out_enc.indices.to_numpy(zero_copy_only=False)  # float, NaN for a null output
+    best = np.where(np.isnan(out_idx), np.nan, 0.0) if n else np.zeros(0)
     for prompt in prompts:
-        srcs, raws = normalise(prompt).to_pylist(), prompt.to_pylist()
-        for i, (out, src) in enumerate(zip(outs, srcs, strict=True)):
-            if out and src:
-                value = _similarity(out, src, raws[i], ngram, probe, min_words)
-                if value > best[i]:  # type: ignore[operator]
-                    best[i] = value
-    return best
+        enc = pc.dictionary_encode(_one_array(prompt))
+        raws = enc.dictionary.to_pylist()
+        srcs = normalise(enc.dictionary).to_pylist()
+        src_idx = enc.indices.to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(~np.isnan(out_idx) & ~np.isnan(src_idx))
+        pairs, inverse = np.unique(out_idx[rows].astype(np.int64) * len(raws)
+                                   + src_idx[rows].astype(np.int64), return_inverse=True)
+        values = np.array([_similarity(outs[o], srcs[s], raws[s], ngram, probe, min_words)
+                           for o, s in zip(*np.divmod(pairs, len(raws)), strict=True)],
+                          dtype=float)
+        if len(rows):
+            best[rows] = np.maximum(best[rows], values[inverse])
+    return [None if np.isnan(v) else float(v) for v in best]
+
+
+def _one_array(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
 
 
 def echo_similarity(output: str, prompt: str, ngram: int = 3, probe: int = 30,

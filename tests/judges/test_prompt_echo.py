@@ -1,10 +1,16 @@
 import json
 
+import pyarrow as pa
 import pytest
 
 from evalkit.config import instance
 from evalkit.errors import ConfigError
-from evalkit.judges.prompt_echo import PromptEchoConfig, PromptEchoJudge, echo_similarity
+from evalkit.judges.prompt_echo import (
+    PromptEchoConfig,
+    PromptEchoJudge,
+    echo_similarities,
+    echo_similarity,
+)
 from evalkit.results.schemas import RECORDS, conform
 
 SYSTEM = "Extract the fields as JSON with keys name, city and date. Output only JSON."
@@ -74,3 +80,20 @@ def test_bad_config():
         instance("judges", "e", {"plugin": "prompt_echo", "threshold": 2}, "judges.e")
     with pytest.raises(ConfigError, match="judges.e.against: 'latency_s' not a text record"):
         instance("judges", "e", {"plugin": "prompt_echo", "against": ["latency_s"]}, "judges.e")
+
+
+def test_each_distinct_pair_is_compared_once_with_the_same_result_as_alone():
+    """Rows repeat (a model answering a prompt it saw before): one comparison per distinct
+    (output, prompt) pair, the same value as comparing the row alone; null output -> None,
+    null prompt -> 0, and the best of two prompt columns wins."""
+    outputs = [CHAT, "the cat sat on the mat", None, "the cat sat on the mat", "novel text",
+               "hello there", CHAT]
+    first = [CHAT, "a cat sat on the mat today", "x", None, "novel text", "Hello there!", CHAT]
+    second = ["zzz", "zzz", "zzz", "the cat sat on the mat", "zzz", "zzz", "zzz"]
+    got = echo_similarities(pa.array(outputs, pa.string()),
+                            [pa.array(first, pa.string()), pa.array(second, pa.string())])
+    alone = [None if o is None else max(echo_similarity(o, p) if p else 0.0
+                                        for p in (a, b))
+             for o, a, b in zip(outputs, first, second, strict=True)]
+    assert got == pytest.approx(alone)
+    assert got[2] is None and got[0] == got[6] == 1.0 and got[3] == 1.0
