@@ -9,7 +9,11 @@ process (so its CPU does not count against the client). Prints figures and ratio
    theoretical limit (ceil(1000 / 32) × latency) and a bare litellm loop: the whole process
    and the judge stage (manifest timings; it includes importing litellm, also timed alone,
    in a process of its own: the stage less that is an estimate of the calls' share);
-4. that litellm run again from its cache: the rerun target at a realistic judge latency.
+4. that litellm run again from its cache: the rerun target at a realistic judge latency;
+5. what bounds the targets evalkit does not meet: the start-up floor of any ``evalkit run``
+   (the interpreter, importing Hydra and pyarrow, one Hydra composition of this command line:
+   a run composes twice, Hydra first probes ``hydra.mode``), and for the litellm target the
+   slack the limit leaves beside litellm's import and per-call client CPU.
 
 Usage: ``python bench/bench_llm_judges.py [--n 1000] [--concurrency 32] [--repeat 3]``."""
 
@@ -68,6 +72,23 @@ async def main():
     assert len(out) == len(bodies)
 asyncio.run(main())
 """
+
+
+# the two Hydra compositions of an evalkit command line that `evalkit run` makes (Hydra composes
+# once to read hydra.mode, then for the run), after the imports below: nothing else
+COMPOSE = """
+import sys
+import hydra, pyarrow.compute, pyarrow.parquet
+from hydra import compose, initialize_config_module
+from evalkit.runner.app import register_resolvers
+register_resolvers()
+with initialize_config_module(config_module="evalkit.conf", version_base="1.3"):
+    for _ in range(2):
+        compose(config_name="config", overrides=sys.argv[1:], return_hydra_config=True)
+"""
+# what every `evalkit run` imports before its first record: Hydra (and OmegaConf), pyarrow with
+# the compute and Parquet modules (and numpy, which pyarrow imports)
+RUN_IMPORTS = "import hydra, pyarrow.compute, pyarrow.parquet"
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
@@ -185,8 +206,16 @@ def main() -> None:
                     runs.append(run_evalkit(data, fast_url, work, tag, f"cache-{i}", conc,
                                             "aiohttp", env))
             first, second = min(firsts), min(seconds)
-            bare_litellm = timed([PY, "-c", BARE_LITELLM, fast_url, str(conc),
-                                  str(payloads)], work, env)
+            bare_litellm = min(timed([PY, "-c", BARE_LITELLM, fast_url, str(conc),
+                                      str(payloads)], work, env) for _ in range(args.repeat))
+            # the start-up floor: fresh processes, best of the repeats
+            floor_python = min(timed([PY, "-c", "pass"], work) for _ in range(args.repeat))
+            floor_imports = min(timed([PY, "-c", RUN_IMPORTS], work)
+                                for _ in range(args.repeat))
+            overrides = evalkit_cmd(data, fast_url, work / "unused", work / "unused", conc,
+                                    "aiohttp")[4:]
+            floor_compose = min(timed([PY, "-c", COMPOSE, *overrides], work, env)
+                                for _ in range(args.repeat))
         finally:
             fast.kill()
         slow, slow_url = start_server(0.5)
@@ -211,7 +240,7 @@ def main() -> None:
           f"process; whole-process wall times (best of {args.repeat} where marked *)")
     print(f"  50 ms latency (theoretical limit {limit:.2f} s):")
     print(f"    bare aiohttp loop *        {bare}")
-    print(f"    bare litellm loop          {bare_litellm}")
+    print(f"    bare litellm loop *        {bare_litellm}")
     print(f"    evalkit run (aiohttp) *    {first.timing}  ({calls(firsts)} calls; "
           f"judge stage {first.stage:.2f} s)")
     print(f"      ratio to bare aiohttp    {whole:7.2f}x  "
@@ -223,6 +252,16 @@ def main() -> None:
           f"{100 * cached:.1f}% of the first run: target < 10% {verdict(cached < 0.1)})")
     print(f"      judge stage (manifest)   {second.stage:7.2f} s vs {first.stage:.2f} s "
           f"({100 * second.stage / first.stage:.1f}%: {verdict(second.stage < 0.1 * first.stage)})")
+    floor = floor_compose.wall  # a process that only starts, imports and composes twice
+    print(f"    start-up floor of a run *  {floor:.2f} s: interpreter {floor_python.wall:.2f} s"
+          f" + imports (Hydra, pyarrow) {floor_imports.wall - floor_python.wall:.2f} s + two "
+          f"Hydra compositions {floor - floor_imports.wall:.2f} s")
+    print(f"      floor / first run        {100 * floor / first.timing.wall:6.1f}%  (10% of "
+          f"the first run is {0.1 * first.timing.wall:.2f} s)")
+    # evalkit pays the floor, then what the bare loop pays after its interpreter starts
+    bound = (bare.wall + floor - floor_python.wall) / bare.wall
+    print(f"      floor + bare aiohttp     {bound:7.2f}x the bare loop (evalkit's ratio if its "
+          f"calls cost no more than the bare loop's)")
     print(f"  500 ms latency, litellm transport (theoretical limit {slow_limit:.2f} s):")
     whole_slow = via_litellm.timing.wall / slow_limit
     stage_slow = via_litellm.stage / slow_limit
@@ -236,6 +275,16 @@ def main() -> None:
           f"~{calls_only:.2f}x the limit)")
     print(f"    bare litellm loop          {bare_litellm_slow}  "
           f"({bare_litellm_slow.wall / slow_limit:.2f}x the limit)")
+    # litellm must be imported before its first call: the import alone against what 1.15x
+    # leaves over the limit; and the client CPU of each call (the run's CPU less the import
+    # and less its cached rerun's, i.e. start-up and bookkeeping) against the limit
+    slack = 0.15 * slow_limit
+    per_call = (via_litellm.timing.cpu - import_litellm.cpu - via_litellm_again.timing.cpu) / n
+    print(f"    what 1.15x leaves          {slack:7.2f} s over the limit; litellm's import "
+          f"alone takes {import_litellm.cpu:.2f} s CPU before the first call "
+          f"({'fits' if import_litellm.cpu < slack else 'does NOT fit: blocked by litellm'})")
+    print(f"    client CPU per call        {1e3 * per_call:7.1f} ms (litellm run less import "
+          f"and rerun): {100 * n * per_call / slow_limit:.0f}% of one core over the limit")
     again = via_litellm_again.timing.wall / via_litellm.timing.wall
     print(f"    identical rerun (cache)    {via_litellm_again.timing}  "
           f"({via_litellm_again.calls} calls; {100 * again:.1f}% of the first run: "
