@@ -85,7 +85,7 @@ def startup(cwd: Path, repeat: int) -> None:
 
 
 def throughput(cwd: Path, n: int) -> None:
-    data = HERE / "_data" / f"records_{n}.jsonl"
+    data = HERE / "_data" / f"numbered_{n}.jsonl"  # each record with its own case number
     if not data.exists():
         data.parent.mkdir(exist_ok=True)
         print(f"generating {n:,} records into {data} ...")

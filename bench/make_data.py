@@ -2,7 +2,10 @@
 calls logged as request envelopes, HTTP error bodies, prompt echoes and refusals.
 
 ``python bench/make_data.py quickstart`` regenerates ``evalkit/data/quickstart.jsonl``;
-``python bench/make_data.py big N PATH`` writes N records for the benchmarks."""
+``python bench/make_data.py big N PATH`` writes N records for the benchmarks, each with its
+own case number in the user message and the answer: like real traffic, prompts and outputs
+rarely repeat, so work done once per distinct text (normalisation, comparisons, Parquet
+dictionaries) is not flattered by nine prompts repeated a million times."""
 
 from __future__ import annotations
 
@@ -50,7 +53,8 @@ def _messages(system: str, user: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def records(n: int, seed: int = 7, failure_share: float = 0.25) -> Iterator[dict[str, Any]]:
+def records(n: int, seed: int = 7, failure_share: float = 0.25,
+            numbered: bool = False) -> Iterator[dict[str, Any]]:
     rng = random.Random(seed)
     names = list(MODELS)
     weights = [MODELS[m][0] for m in names]
@@ -59,7 +63,10 @@ def records(n: int, seed: int = 7, failure_share: float = 0.25) -> Iterator[dict
         model = rng.choices(names, weights)[0]
         task, system, inputs, answers = rng.choice(TASKS)
         k = rng.randrange(len(inputs))
-        messages = _messages(system, inputs[k])
+        user, answer = inputs[k], answers[k]
+        if numbered:
+            user, answer = f"Case {i}. {user}", f"Case {i}: {answer}"
+        messages = _messages(system, user)
         small = model.startswith(("llama", "gemma"))
         rec: dict[str, Any] = {
             "id": f"obs-{seed}-{i:07d}",
@@ -99,11 +106,11 @@ def records(n: int, seed: int = 7, failure_share: float = 0.25) -> Iterator[dict
         else:
             behaviour = rng.random()
             if small and behaviour < 0.25:
-                output = inputs[k] if rng.random() < 0.6 else f"{system} {inputs[k]}"
+                output = user if rng.random() < 0.6 else f"{system} {user}"
             elif behaviour < 0.3:
                 output = REFUSAL
             else:
-                output = answers[k]
+                output = answer
             tin, tout = rng.randint(40, 160), max(5, len(output) // 4 + rng.randint(-3, 10))
             _, pin, pout = MODELS[model]
             rec.update(output=output, latency_s=round(rng.lognormvariate(-0.3, 0.6), 3),
@@ -112,9 +119,9 @@ def records(n: int, seed: int = 7, failure_share: float = 0.25) -> Iterator[dict
         yield rec
 
 
-def write(path: str, n: int, seed: int = 7) -> None:
+def write(path: str, n: int, seed: int = 7, numbered: bool = False) -> None:
     with open(path, "w", encoding="utf-8") as fh:
-        for rec in records(n, seed):
+        for rec in records(n, seed, numbered=numbered):
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
@@ -122,6 +129,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["quickstart"]:
         write("evalkit/data/quickstart.jsonl", 160)
     elif sys.argv[1:2] == ["big"]:
-        write(sys.argv[3], int(sys.argv[2]), seed=11)
+        write(sys.argv[3], int(sys.argv[2]), seed=11, numbered=True)
     else:
         sys.exit(__doc__)
