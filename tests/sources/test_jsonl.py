@@ -179,6 +179,17 @@ def _read(path: Path, ctx: RunContext, **options: Any) -> tuple[list[dict[str, A
     return records, rejects, imported
 
 
+def _spy_typed(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """What each chunk's ``add_typed`` answered (True: decoded at once)."""
+    import evalkit.sources._mapping as mapping
+
+    answers: list[bool] = []
+    add_typed = mapping.RecordBuilder.add_typed
+    monkeypatch.setattr(mapping.RecordBuilder, "add_typed",
+                        lambda self, *a: answers.append(add_typed(self, *a)) or answers[-1])
+    return answers
+
+
 # rows of every shape the typed decoding must map as parsing line by line does
 SHAPES = [
     {"id": "a", "model": "m", "usage": {"input": 1, "output": 2, "total": 3}, "team": "x",
@@ -203,13 +214,10 @@ def test_typed_decoding_maps_exactly_as_line_by_line(tmp_path: Path, ctx: RunCon
     path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in SHAPES])
     options = {"record_id": "id", "required": ["model"],
                "fields": {"input_tokens": "usage.input", "output_tokens": "usage.output"}}
-    typed = []
-    add_typed = mapping.RecordBuilder.add_typed
-    monkeypatch.setattr(mapping.RecordBuilder, "add_typed",
-                        lambda self, *a: typed.append(add_typed(self, *a)) or typed[-1])
+    typed = _spy_typed(monkeypatch)
     fast = _read(path, ctx, **options)
     assert typed == [True]
-    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)
+    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
     slow = _read(path, ctx, **options)
     assert fast == slow
     records, rejects, _ = fast
@@ -236,13 +244,10 @@ def test_chunks_of_other_shapes_are_read_line_by_line(tmp_path: Path, ctx: RunCo
     lines = [json.dumps(r) for r in SHAPES[:3]] + [odd] + [json.dumps(SHAPES[8])]
     path = _write(tmp_path / "a.jsonl", lines)
     options = {"record_id": "id", "fields": {"input_tokens": "usage.input"}}
-    typed = []
-    add_typed = mapping.RecordBuilder.add_typed
-    monkeypatch.setattr(mapping.RecordBuilder, "add_typed",
-                        lambda self, *a: typed.append(add_typed(self, *a)) or typed[-1])
+    typed = _spy_typed(monkeypatch)
     fast = _read(path, ctx, **options)
     assert typed == [False]
-    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)
+    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
     assert fast == _read(path, ctx, **options)
     ids = [r["record_id"] for r in fast[0]]
     assert ids == ["a", "b", "c", "x", "i"] if odd.endswith(("1}", "}\"}")) else \
