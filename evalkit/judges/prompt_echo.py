@@ -43,10 +43,14 @@ _NON_WORD = r"[^\pL\pN_]+"
 
 
 def _normalise_distinct(texts: pa.Array) -> pa.Array:
-    stripped = pc.replace_substring_regex(texts, _JSON_NOISE, " ")
     is_json = pc.fill_null(pc.match_substring_regex(texts, _JSON_LIKE), False)
-    text = pc.if_else(is_json, stripped, texts)
-    return pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(text), _NON_WORD, " "),
+    n_json = pc.sum(is_json).as_py() or 0
+    if n_json == len(texts):
+        texts = pc.replace_substring_regex(texts, _JSON_NOISE, " ")
+    elif n_json:  # the JSON cells alone go through the JSON-noise pass
+        stripped = pc.replace_substring_regex(texts.filter(is_json), _JSON_NOISE, " ")
+        texts = pc.replace_with_mask(texts, is_json, stripped)
+    return pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(texts), _NON_WORD, " "),
                         characters=" ")
 
 
