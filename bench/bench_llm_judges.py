@@ -208,14 +208,14 @@ def main() -> None:
             first, second = min(firsts), min(seconds)
             bare_litellm = min(timed([PY, "-c", BARE_LITELLM, fast_url, str(conc),
                                       str(payloads)], work, env) for _ in range(args.repeat))
-            # the start-up floor: fresh processes, best of the repeats
-            floor_python = min(timed([PY, "-c", "pass"], work) for _ in range(args.repeat))
-            floor_imports = min(timed([PY, "-c", RUN_IMPORTS], work)
-                                for _ in range(args.repeat))
+            # the start-up floor: fresh processes (about a second each), best of more repeats
+            floors = 2 * args.repeat - 1
+            floor_python = min(timed([PY, "-c", "pass"], work) for _ in range(floors))
+            floor_imports = min(timed([PY, "-c", RUN_IMPORTS], work) for _ in range(floors))
             overrides = evalkit_cmd(data, fast_url, work / "unused", work / "unused", conc,
                                     "aiohttp")[4:]
             floor_compose = min(timed([PY, "-c", COMPOSE, *overrides], work, env)
-                                for _ in range(args.repeat))
+                                for _ in range(floors))
         finally:
             fast.kill()
         slow, slow_url = start_server(0.5)
@@ -237,7 +237,8 @@ def main() -> None:
 
     whole, to_bare = first.timing.wall / bare.wall, bare_litellm.wall / first.timing.wall
     print(f"{n} judge calls, concurrency {conc}, fake OpenAI-compatible server in its own "
-          f"process; whole-process wall times (best of {args.repeat} where marked *)")
+          f"process; whole-process wall times (best of {args.repeat} where marked *, of "
+          f"{2 * args.repeat - 1} for the floor)")
     print(f"  50 ms latency (theoretical limit {limit:.2f} s):")
     print(f"    bare aiohttp loop *        {bare}")
     print(f"    bare litellm loop *        {bare_litellm}")
@@ -253,9 +254,10 @@ def main() -> None:
     print(f"      judge stage (manifest)   {second.stage:7.2f} s vs {first.stage:.2f} s "
           f"({100 * second.stage / first.stage:.1f}%: {verdict(second.stage < 0.1 * first.stage)})")
     floor = floor_compose.wall  # a process that only starts, imports and composes twice
-    print(f"    start-up floor of a run *  {floor:.2f} s: interpreter {floor_python.wall:.2f} s"
-          f" + imports (Hydra, pyarrow) {floor_imports.wall - floor_python.wall:.2f} s + two "
-          f"Hydra compositions {floor - floor_imports.wall:.2f} s")
+    print(f"    start-up floor of a run *  {floor_compose}: interpreter "
+          f"{floor_python.cpu:.2f} s + imports (Hydra, pyarrow) "
+          f"{floor_imports.cpu - floor_python.cpu:.2f} s + two Hydra compositions "
+          f"{floor_compose.cpu - floor_imports.cpu:.2f} s of CPU")
     print(f"      floor / first run        {100 * floor / first.timing.wall:6.1f}%  (10% of "
           f"the first run is {0.1 * first.timing.wall:.2f} s)")
     # evalkit pays the floor, then what the bare loop pays after its interpreter starts
