@@ -104,7 +104,8 @@ def _similarity(out: str | None, src: str | None, prompt: str | None, ngram: int
         return 1.0
     if out.count(" ") + 1 < min_words:
         return 1.0 if prompt is not None and out in _message_texts(prompt) else 0.0
-    if f" {out} " in f" {src} ":
+    padded = f" {src} "
+    if f" {out} " in padded:
         return 1.0
     if len(out) > probe:
         mid = len(out) // 2
@@ -114,7 +115,6 @@ def _similarity(out: str | None, src: str | None, prompt: str | None, ngram: int
     # the output's n-grams are few; searching each in the prompt text is cheaper than
     # building the prompt's n-gram set, which may be long
     grams = _ngrams(out.split(), ngram)
-    padded = f" {src} "
     return sum(f" {g} " in padded for g in grams) / len(grams) if grams else 0.0
 
 

@@ -48,8 +48,8 @@ class FileSourceConfig:
 
 @dataclass(frozen=True)
 class JsonlSourceConfig(FileSourceConfig):
-    # processes that parse and map lines beside the run; null: one per core when the input
-    # is over 64 MiB, else 0 (all in the run's own process)
+    # processes that parse and map lines beside the run; null: one per core but one (left to
+    # the run's process) when the input is over 64 MiB, else 0 (all in the run's process)
     workers: int | None = None
 
     def validate(self) -> None:
@@ -219,12 +219,14 @@ class JsonlSource:
                     offset += len(data) * (not gz)
 
     def _workers(self) -> int:
-        """Worker processes for this read: as configured, else one per core for an input over
-        ``PARALLEL_MIN_BYTES`` when they can be forked now (this process has no threads)."""
+        """Worker processes for this read: as configured, else for an input over
+        ``PARALLEL_MIN_BYTES``, when they can be forked now (this process has no threads), one
+        per core but the one the run's process needs to filter, judge and write meanwhile
+        (more workers than that starve it: measured on 2 cores)."""
         if self.config.workers is not None:
             return self.config.workers
         big = sum(p.stat().st_size for p in self.paths) >= PARALLEL_MIN_BYTES
-        return (os.cpu_count() or 1) if big and _start_method() == "fork" else 0
+        return (os.cpu_count() or 1) - 1 if big and _start_method() == "fork" else 0
 
     def _mapped(self) -> Iterator[tuple[Chunk, Mapped]]:
         """Each chunk with its mapping, in file order."""

@@ -304,7 +304,7 @@ def test_workers_default_to_none_for_small_inputs(tmp_path: Path, ctx: RunContex
     assert JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)._workers() == 0
     monkeypatch.setattr(jsonl, "PARALLEL_MIN_BYTES", 1)
     auto = JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)._workers()
-    assert auto == (os.cpu_count() if jsonl._start_method() == "fork" else 0)
+    assert auto == ((os.cpu_count() or 1) - 1 if jsonl._start_method() == "fork" else 0)
     assert JsonlSource("s", JsonlSourceConfig(path=str(path), workers=3), ctx)._workers() == 3
     with pytest.raises(ValueError, match="workers: -1 is negative"):
         JsonlSourceConfig(path=str(path), workers=-1).validate()
