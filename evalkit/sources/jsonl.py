@@ -12,6 +12,7 @@ import gzip
 import hashlib
 import multiprocessing
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -167,11 +168,12 @@ def _newlines(data: bytes) -> int:
 
 
 def _start_method() -> str:
-    """``fork`` while this process has one thread (a worker then starts at once and imports
-    nothing); else ``forkserver`` or ``spawn``, which re-import the main module in each worker:
-    a script that calls evalkit then needs the ``if __name__ == "__main__":`` guard."""
+    """``fork`` on Linux while this process has one thread (a worker then starts at once and
+    imports nothing; macOS system libraries are not fork-safe); else ``forkserver`` or
+    ``spawn``, which re-import the main module in each worker: a script that calls evalkit
+    then needs the ``if __name__ == "__main__":`` guard."""
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
+    if sys.platform == "linux" and threading.active_count() == 1:
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"
 
