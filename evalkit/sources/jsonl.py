@@ -10,13 +10,11 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
-import multiprocessing
 import os
 import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 from operator import or_
@@ -172,10 +170,9 @@ def _start_method() -> str:
     imports nothing; macOS system libraries are not fork-safe); else ``forkserver`` or
     ``spawn``, which re-import the main module in each worker: a script that calls evalkit
     then needs the ``if __name__ == "__main__":`` guard."""
-    methods = multiprocessing.get_all_start_methods()
     if sys.platform == "linux" and threading.active_count() == 1:
         return "fork"
-    return "forkserver" if "forkserver" in methods else "spawn"
+    return "spawn" if sys.platform == "win32" else "forkserver"
 
 
 class JsonlSource:
@@ -239,6 +236,9 @@ class JsonlSource:
                 yield chunk, map_chunk(self.name, self.config, self.ctx, refs[chunk.index],
                                        chunk)
             return
+        import multiprocessing  # here: a run without workers does not pay the imports
+        from concurrent.futures import Future, ProcessPoolExecutor
+
         mp = multiprocessing.get_context(_start_method())
         pool = ProcessPoolExecutor(workers, mp_context=mp, initializer=_start_worker,
                                    initargs=(self.name, self.config,
