@@ -69,6 +69,9 @@ def main() -> None:
     parser.add_argument("--latencies", default="0.1,0.5,0.001",
                         help="seconds per request, comma-separated")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="source.workers: processes mapping v4 pages (default: one per "
+                        "core; 0: in the reader)")
     parser.add_argument("--page-size", type=int, default=None,
                         help="source.page_size (default: each endpoint's maximum)")
     parser.add_argument("--cases", default="v4,v3,v3-no-trace-context",
@@ -80,7 +83,7 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     for case in args.cases.split(","):
         generation = case[:2]
-        options: dict[str, object] = {"page_size": args.page_size}
+        options: dict[str, object] = {"page_size": args.page_size, "workers": args.workers}
         if case.endswith("no-trace-context"):
             options["trace_context"] = False
         page = min(args.page_size or 1000, 1000 if generation == "v4" else 100)

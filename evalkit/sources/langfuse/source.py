@@ -22,6 +22,7 @@ import asyncio
 import hashlib
 import json
 import math
+import os
 import queue
 import sys
 import threading
@@ -49,6 +50,7 @@ from evalkit.sources.langfuse.client import (
     resolve_host,
 )
 from evalkit.sources.langfuse.state import ReadState, last_window_end, spool_name
+from evalkit.sources.langfuse.workers import PagePool, can_fork
 
 APIS = ("auto", "v3", "v4")
 READS = ("observations", "traces")
@@ -92,6 +94,7 @@ class LangfuseSourceConfig:
     batch_size: int = 5000  # records per batch handed to the runner
     resume: bool = True  # keep progress under runs/.state and resume an interrupted read
     progress: bool = True  # print progress to stderr
+    workers: int | None = None  # processes mapping v4 pages (0: none); default: one per core
     public_key: str | None = None  # never set: keys come from $LANGFUSE_PUBLIC_KEY
     secret_key: str | None = None  # never set: keys come from $LANGFUSE_SECRET_KEY
 
@@ -118,6 +121,8 @@ class LangfuseSourceConfig:
             value = getattr(self, key)
             if value is not None and value < 1:
                 raise ValueError(f"{key}: must be at least 1")
+        if self.workers is not None and self.workers < 0:
+            raise ValueError("workers: must be 0 (map pages in the reader) or more")
         if self.last_days <= 0:
             raise ValueError("last_days: must be positive")
         for col in self.fields:
@@ -254,9 +259,23 @@ class LangfuseSource:
                 except queue.Full:
                     continue
 
+        reader = _Reader(self, put)
+        # v4 pages are parsed and mapped on forked workers, started before the reader's
+        # thread (a fork needs a process with one thread); more than the requests in flight
+        # would idle
+        workers = self.config.workers
+        if workers is None:
+            workers = min(os.cpu_count() or 1, self.config.concurrency)
+        if workers and self.config.api != "v3" and can_fork():
+            try:
+                reader.pool = PagePool(workers, reader.page_table)
+            except OSError as exc:  # no processes left: the reader maps every page
+                print(f"langfuse: no page workers ({exc}); mapping pages in the reader",
+                      file=sys.stderr)
+
         def work() -> None:
             try:
-                asyncio.run(_Reader(self, put).run())
+                asyncio.run(reader.run())
             except _Stopped:
                 return
             except BaseException as exc:  # handed to the consumer, which raises it
@@ -288,6 +307,9 @@ class LangfuseSource:
         finally:
             stop.set()
             thread.join(timeout=10)
+            if reader.pool is not None:
+                self.stats["pages_on_workers"] = reader.pool.pages
+                reader.pool.close()
 
 
 class _Reader:
@@ -305,7 +327,6 @@ class _Reader:
         # custom `fields` are coerced as the file sources coerce theirs
         self.custom = [(col, getter(path), coercer(RECORDS.field(col).type))
                        for col, path in self.cfg.fields.items()]
-        self.columns = pa.schema([])  # set once the API generation is known
         self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,
                        "scores_read": 0, "scores_imported": 0, "scores_out_of_scope": 0,
                        "resolved_by_id": 0, "unresolved": 0, "trace_context_missing": 0}
@@ -315,6 +336,9 @@ class _Reader:
         self.client: LangfuseClient | None = None
         # first pages requested while detecting the API generation, by stream key
         self._first: dict[str, asyncio.Future[tuple[bytes, int]]] = {}
+        self.columns = pa.schema([])  # set once the API generation is known
+        self.pool: PagePool | None = None  # workers mapping v4 pages of records
+        self._page_columns = _schema(self.cfg, "v4")  # what page_table fills
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -326,10 +350,7 @@ class _Reader:
             self.client = client
             try:
                 streams = await self._prepare()
-                mapped = mapping.TRACE_COLUMNS if cfg.read == "traces" and src.api == "v3" \
-                    else mapping.OBSERVATION_COLUMNS
-                self.columns = pa.schema([RECORDS.field(c) for c in dict.fromkeys(
-                    [*mapped, "source", *cfg.fields])])
+                self.columns = _schema(cfg, src.api)
                 await _all(self._run_stream(s) for s in streams)
                 if cfg.import_scores:
                     await self._import_scores()
@@ -339,6 +360,8 @@ class _Reader:
                     self.state.clear()
             finally:
                 await _cancel(self._first.values())  # a read that failed before using them
+                if self.pool is not None:
+                    self.pool.detach()
                 src.stats = {**self.counts, **client.stats.as_dict()}
                 if self.state is not None:
                     self.state.release()
@@ -568,10 +591,16 @@ class _Reader:
                 if cursor is not None:
                     pending = asyncio.ensure_future(self._cursor_page(st, cursor, limit))
                     await asyncio.sleep(0)  # lets the request go out before this page is parsed
-                with gc_paused():
-                    items, columns = self._decode(st, body)
+                # mapped on a worker when one is there and the page maps whole, else here
+                table = await self.pool.map(body) \
+                    if self.pool is not None and st.kind == "records" else None
+                items: list[Any] = []
+                columns = None
+                if table is None:
+                    with gc_paused():
+                        items, columns = self._decode(st, body)
                 st.seq += 1
-                self._on_page(st, items, st.seq, f"GET {st.path} page {st.seq}", columns)
+                self._on_page(st, items, st.seq, f"GET {st.path} page {st.seq}", columns, table)
                 st.cursor, st.done = cursor, cursor is None
                 self._save(st)
                 if st.done:
@@ -612,8 +641,22 @@ class _Reader:
 
     # -- pages → records and scores -------------------------------------------------------------
 
+    def page_table(self, body: bytes) -> pa.Table:
+        """A v4 page of observations (its body) as a record table, duplicates included; raises
+        when the body is not a page, an object does not map or a value does not fit its
+        column. A worker runs it (:mod:`.workers`); the page is then mapped by
+        :meth:`_decode` and :meth:`_records`, which find the rejects, whenever it raises."""
+        items = _data(orjson.loads(body), "page")
+        columns = self._custom(items, mapping.observation_columns(
+            items, self.cfg.read == "traces"))
+        n = len(items)
+        columns["source"] = [self.src.name] * n
+        schema = self._page_columns
+        return pa.Table.from_arrays([_array(columns.get(f.name), n, f.type) for f in schema],
+                                    schema=schema)
+
     def _on_page(self, st: _Stream, items: list[Any], page: int, where: str,
-                 columns: dict[str, Any] | None = None) -> None:
+                 columns: dict[str, Any] | None = None, table: pa.Table | None = None) -> None:
         self.counts["pages"] += 1
         # a resumed read does not fetch this page again: its rejects are kept with it
         self._page_rejects = [] if self.state is not None else None
@@ -629,7 +672,7 @@ class _Reader:
             if self.state is not None:
                 self.state.spool_json(spool_name(st.key, page), rows)
         else:
-            table = self._records(items, where, columns=columns)
+            table = self._records(items, where, columns=columns, table=table)
             if self.state is not None:
                 self.state.spool_table(spool_name(st.key, page), table)
             self._emit(table)
@@ -640,11 +683,15 @@ class _Reader:
         self._progress()
 
     def _records(self, items: list[Any], where: str, extra: Mapping[str, Any] | None = None,
-                 columns: dict[str, Any] | None = None) -> pa.Table:
-        """A page of objects (or their ``columns``, mapped already) as a record table,
-        mapped column by column. Objects that cannot be mapped are rejects, found by mapping
-        the page one object at a time once the whole page fails; objects already read are
-        dropped as duplicates."""
+                 columns: dict[str, Any] | None = None, table: pa.Table | None = None
+                 ) -> pa.Table:
+        """A page of objects (or their ``columns``, mapped already, or the ``table`` of
+        :meth:`page_table`) as a record table, mapped column by column. Objects that cannot be
+        mapped are rejects, found by mapping the page one object at a time once the whole page
+        fails; objects already read are dropped as duplicates."""
+        if table is not None:
+            keep = self._new(table.column("record_id").to_pylist())
+            return table if keep is None else table.take(pa.array(keep, pa.int64()))
         try:
             if columns is None:
                 columns = self._columns(items, extra)
@@ -658,24 +705,30 @@ class _Reader:
                 else:
                     good.append(raw)
             columns = self._columns(good, extra)
-        # page-based listings shift while new data arrives: the same object twice
-        ids, seen = columns["record_id"], self.seen
-        n = len(ids)
-        if seen.isdisjoint(ids) and len(set(ids)) == n:  # the usual page, checked at C speed
-            seen.update(ids)
-        else:
-            keep = []
-            for i, rid in enumerate(ids):
-                if rid in seen:
-                    self.counts["duplicates"] += 1
-                else:
-                    seen.add(rid)
-                    keep.append(i)
+        n = len(columns["record_id"])
+        keep = self._new(columns["record_id"])
+        if keep is not None:
             taken, n = pa.array(keep, pa.int64()), len(keep)
             columns = {col: values.take(taken) if isinstance(values, pa.Array)
                        else [values[i] for i in keep] for col, values in columns.items()}
         columns["source"] = [self.src.name] * n
         return _table(columns, n, self.columns, self._reject, where)
+
+    def _new(self, ids: list[str]) -> list[int] | None:
+        """Marks ``ids`` as read; the positions of those not read before (``None``: all of
+        them). Page-based listings shift while new data arrives: the same object twice."""
+        seen = self.seen
+        if seen.isdisjoint(ids) and len(set(ids)) == len(ids):  # the usual page, at C speed
+            seen.update(ids)
+            return None
+        keep = []
+        for i, rid in enumerate(ids):
+            if rid in seen:
+                self.counts["duplicates"] += 1
+            else:
+                seen.add(rid)
+                keep.append(i)
+        return keep
 
     def _columns(self, items: list[Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
         """The mapped columns of ``items`` with the custom ``fields`` over them (a custom
@@ -684,6 +737,10 @@ class _Reader:
             columns = mapping.trace_columns(items)
         else:  # v4 reads a trace as its root observation
             columns = mapping.observation_columns(items, self.cfg.read == "traces", extra)
+        return self._custom(items, columns)
+
+    def _custom(self, items: list[Any], columns: dict[str, Any]) -> dict[str, Any]:
+        """``columns`` with the custom ``fields`` of ``items`` over them."""
         for col, get, coerce in self.custom:
             values = [None if (v := get(raw)) is None else coerce(v) for raw in items]
             mapped = columns.get(col)
@@ -909,6 +966,13 @@ def _data(body: Any, path: str) -> list[Any]:
     if not isinstance(data, list):
         raise _StreamFailed(f"{path} answered without a data list: {str(body)[:200]}")
     return data
+
+
+def _schema(cfg: LangfuseSourceConfig, api: str | None) -> pa.Schema:
+    """The record columns a read fills: the mapped ones, ``source``, the custom fields."""
+    mapped = mapping.TRACE_COLUMNS if cfg.read == "traces" and api == "v3" \
+        else mapping.OBSERVATION_COLUMNS
+    return pa.schema([RECORDS.field(c) for c in dict.fromkeys([*mapped, "source", *cfg.fields])])
 
 
 def _table(columns: dict[str, Any], n: int, schema: pa.Schema,
