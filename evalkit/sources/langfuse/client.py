@@ -27,6 +27,10 @@ HOST_ENV = "LANGFUSE_HOST"
 # 524 is Cloudflare's proxy timeout in front of Langfuse Cloud
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 524})
 _MAX_BACKOFF_S = 30.0
+# aiohttp stops reading a response once 2 x read_bufsize bytes wait in its buffer (64 KiB by
+# default) and resumes when the reader takes them: a 1 MB page went through ~16 such pauses.
+# A page of 1,000 observations then arrives without one.
+_READ_BUFSIZE = 2 << 20
 
 
 class NotFound(Exception):
@@ -139,7 +143,8 @@ class LangfuseClient:
             {**self._headers, "Content-Type": "application/json"}
         if self._session is None:  # a session belongs to the running event loop
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._concurrency), timeout=self._timeout)
+                connector=aiohttp.TCPConnector(limit=self._concurrency), timeout=self._timeout,
+                read_bufsize=_READ_BUFSIZE)
         attempt = 0
         while True:
             wait: float | None = None
