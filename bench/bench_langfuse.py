@@ -7,7 +7,8 @@ The fake server runs in its own process (``tests/langfuse/fake_server.py``) with
 observation rendered beforehand, so its CPU competes as little as possible with the reader's.
 Prints, for each API generation (v4: cursor pages of 1000 over window shards; v3: pages of
 100) and each latency, the measured time, the limit, the ratio, and the reader's throughput
-with a near-zero latency (its CPU cost: JSON parsing, mapping, Arrow).
+with a near-zero latency (its CPU cost: JSON parsing, mapping, Arrow), in the reader's process
+and on its page workers (``--workers``: ``source.workers``).
 
     .venv/bin/python bench/bench_langfuse.py [--observations 50000] [--latencies 0.1,0.5]
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -57,10 +59,17 @@ def _read(url: str, concurrency: int, work: Path, **options: object
     ctx = RunContext(run_id="bench", experiment="bench", run_dir=work / "run",
                      runs_dir=work / "runs", cache_dir=work / "cache")
     source = LangfuseSource("source", cfg, ctx)
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    t0, cpu0, children0 = time.perf_counter(), time.process_time(), _children_cpu()
     rows = sum(t.num_rows for t in source.read())
-    stats = {**source.fingerprint()["stats"], "cpu_s": time.process_time() - cpu0}
+    # the page workers have exited (and been reaped) when read() ends; the fake server has not
+    stats = {**source.fingerprint()["stats"], "cpu_s": time.process_time() - cpu0,
+             "workers_cpu_s": _children_cpu() - children0}
     return time.perf_counter() - t0, rows, stats
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -103,8 +112,10 @@ def main() -> None:
             print(f"{case} {latency * 1000:.0f} ms/request: {rows:,} records in "
                   f"{seconds:.2f} s ({stats['requests']} requests, pages of {page}); limit "
                   f"{limit:.2f} s; ratio {seconds / limit:.2f} (target <= 1.5); "
-                  f"{rows / seconds:,.0f} records/s; reader CPU {stats['cpu_s']:.2f} s "
-                  f"({stats['cpu_s'] / rows * 1e6:.0f} µs/record)")
+                  f"{rows / seconds:,.0f} records/s; CPU: reader {stats['cpu_s']:.2f} s + "
+                  f"workers {stats['workers_cpu_s']:.2f} s "
+                  f"({stats.get('pages_on_workers', 0)} pages) = "
+                  f"{(stats['cpu_s'] + stats['workers_cpu_s']) / rows * 1e6:.0f} µs/record")
 
 
 if __name__ == "__main__":
