@@ -4,6 +4,7 @@ mode A of the audit: small models returning their input verbatim)."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,7 +62,25 @@ def normalise(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     if len(texts) == 0:
         return pa.array([], pa.string())
     encoded = pc.dictionary_encode(texts)
-    return _normalise_distinct(encoded.dictionary).take(encoded.indices)
+    return _normalise_split(encoded.dictionary).take(encoded.indices)
+
+
+def _normalise_split(texts: pa.Array) -> pa.Array:
+    """:func:`_normalise_distinct` with many texts split over a thread per core: Arrow's
+    regex kernels release the interpreter lock (1.6x on 2 cores, measured). The threads end
+    with the call, so a JSONL read that starts later can still fork its workers."""
+    n, cores = len(texts), os.cpu_count() or 1
+    if n < _SPLIT_MIN or cores < 2:
+        return _normalise_distinct(texts)
+    from concurrent.futures import ThreadPoolExecutor
+
+    step = -(-n // cores)
+    with ThreadPoolExecutor(cores) as pool:
+        parts = pool.map(_normalise_distinct, [texts.slice(i, step) for i in range(0, n, step)])
+        return pa.concat_arrays(list(parts))
+
+
+_SPLIT_MIN = 20_000  # distinct texts below which one thread is faster than starting more
 
 
 def _message_texts(value: str) -> list[str]:

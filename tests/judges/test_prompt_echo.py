@@ -97,3 +97,15 @@ def test_each_distinct_pair_is_compared_once_with_the_same_result_as_alone():
              for o, a, b in zip(outputs, first, second, strict=True)]
     assert got == pytest.approx(alone)
     assert got[2] is None and got[0] == got[6] == 1.0 and got[3] == 1.0
+
+
+def test_normalising_on_threads_gives_the_same_text(monkeypatch):
+    import evalkit.judges.prompt_echo as pe
+
+    texts = pa.array([CHAT, "Plain TEXT, with punctuation!", None, '{"answer": "Yes"}',
+                      "Ünïcödé wörds « here »", "", "[1, 2]"] * 3, pa.string())
+    alone = pe.normalise(texts)
+    monkeypatch.setattr(pe, "_SPLIT_MIN", 2)
+    monkeypatch.setattr(pe.os, "cpu_count", lambda: 3)
+    assert pe.normalise(texts).equals(alone)
+    assert alone.to_pylist()[:3] == [alone[0].as_py(), "plain text with punctuation", None]
