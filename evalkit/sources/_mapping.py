@@ -259,6 +259,8 @@ class RecordBuilder:
         self.rows: list[Any] = []  # parsed dicts, or the structs of add_typed
         self.wheres: list[Where] = []
         self.typed: _Typed | None = None
+        self.data = b""  # the chunk that add_typed decoded, and its lines once split
+        self.lines: list[bytes] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -304,7 +306,7 @@ class RecordBuilder:
             return False
         if len(rows) != lines:
             return False  # a blank line was skipped: line numbers would shift
-        self.rows, self.typed, self.lines = rows, typed, data
+        self.rows, self.typed, self.data = rows, typed, data
         self.wheres = [(ref, line) for line in range(first, first + len(rows))]
         return True
 
@@ -312,7 +314,9 @@ class RecordBuilder:
         """Row ``i`` as JSON text, for its reject."""
         if self.typed is None:
             return json_text(self.rows[i])
-        return json_text(orjson.loads(self.lines.split(b"\n")[i]))
+        if self.lines is None:  # split once per chunk, however many rows it rejects
+            self.lines = self.data.split(b"\n")
+        return json_text(orjson.loads(self.lines[i]))
 
     def flush(self) -> pa.Table | None:
         """The rows gathered so far as one record table (``None`` if none survived)."""
