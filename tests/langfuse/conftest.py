@@ -17,7 +17,14 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_server import PUBLIC_KEY, SECRET_KEY, FakeLangfuse, make_dataset  # noqa: E402
+from fake_server import (  # noqa: E402
+    PUBLIC_KEY,
+    SECRET_KEY,
+    FakeLangfuse,
+    _obs,
+    make_dataset,
+    parse,
+)
 
 from evalkit.context import RunContext  # noqa: E402
 from evalkit.results.schemas import RECORDS, conform  # noqa: E402
@@ -71,6 +78,20 @@ class Read:
 
     def by_id(self) -> dict[str, dict[str, Any]]:
         return {r["record_id"]: r for r in self.records.to_pylist()}
+
+
+def odd_observations() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two generations of trace-00001 outside the spec: a start time without an offset (Arrow's
+    parser refuses it; the exact path reads it as UTC) and a level that fits no string
+    column (a reject)."""
+    t0 = parse("2026-05-01T10:00:00Z")
+    naive = _obs("gen-naive-0", "trace-00001", "GENERATION", "llm-call", t0, t0, None,
+                 "q", "a", 1)
+    naive["startTime"] = "2026-05-01T10:00:00"
+    bad_level = _obs("gen-badlevel-0", "trace-00001", "GENERATION", "llm-call", t0, t0, None,
+                     "q", "a", 1)
+    bad_level["level"] = 5
+    return naive, bad_level
 
 
 def make_source(tmp_path: Path, experiment: str = "lf", **overrides: Any

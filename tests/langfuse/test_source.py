@@ -15,7 +15,7 @@ from evalkit.errors import SourceError
 from evalkit.results.writer import write_json
 from evalkit.sources.langfuse import LangfuseSourceConfig
 from evalkit.sources.langfuse.source import _meta_cursor
-from tests.langfuse.conftest import _serve, make_source, read_all
+from tests.langfuse.conftest import _serve, make_source, odd_observations, read_all
 
 FAILED_KINDS = {"envelope", "http_error", "null"}
 
@@ -279,18 +279,13 @@ def fake_v4_unchecked(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLangfuse]
 def test_odd_values_map_or_reject_their_record_alone(fake_v4_unchecked: FakeLangfuse,
                                                      tmp_path: Path) -> None:
     fake = fake_v4_unchecked
-    t0 = parse("2026-05-01T10:00:00Z")
-    naive = _obs("gen-naive-0", "trace-00001", "GENERATION", "llm-call", t0, t0, None,
-                 "q", "a", 1)
-    naive["startTime"] = "2026-05-01T10:00:00"  # no offset: Arrow's parser refuses it
-    bad = _obs("gen-badlevel-0", "trace-00001", "GENERATION", "llm-call", t0, t0, None,
-               "q", "a", 1)
-    bad["level"] = 5  # fits no string column
+    naive, bad = odd_observations()
     fake.add_observation(naive)
     fake.add_observation(bad)
     read = read_all(tmp_path, import_scores=False)
     records = read.by_id()
-    assert records["gen-naive-0"]["timestamp"] == t0  # read as UTC, like the other forms
+    # read as UTC, like the other forms
+    assert records["gen-naive-0"]["timestamp"] == parse("2026-05-01T10:00:00Z")
     assert "gen-badlevel-0" not in records
     [reject] = read.rejects
     assert "record gen-badlevel-0" in reject["location"]

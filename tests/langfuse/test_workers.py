@@ -17,7 +17,7 @@ from evalkit.errors import SourceError
 from evalkit.sources.langfuse import source as source_module
 from evalkit.sources.langfuse.source import _Reader
 from evalkit.sources.langfuse.workers import PagePool
-from tests.langfuse.conftest import _serve, make_source, read_all
+from tests.langfuse.conftest import _serve, make_source, odd_observations, read_all
 
 
 @pytest.fixture
@@ -27,12 +27,7 @@ def fake_v4_odd(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLangfuse]:
     fake = next(_serve("v4", monkeypatch, n_traces=40, validate=False), None)
     assert fake is not None
     t0 = parse("2026-05-01T10:00:00Z")
-    naive = _obs("gen-naive-0", "trace-00001", "GENERATION", "llm-call", t0, t0, None,
-                 "q", "a", 1)
-    naive["startTime"] = "2026-05-01T10:00:00"  # no offset: Arrow's parser refuses it
-    bad_level = _obs("gen-badlevel-0", "trace-00001", "GENERATION", "llm-call", t0, t0, None,
-                     "q", "a", 1)
-    bad_level["level"] = 5  # fits no string column: a reject found by Arrow
+    naive, bad_level = odd_observations()
     confident = _obs("gen-confident-0", "trace-00002", "GENERATION", "llm-call", t0, t0, None,
                      "q", "a", 2)
     confident["metadata"] = {"confidence": "high"}  # not a number: a custom field rejects it
