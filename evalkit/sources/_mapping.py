@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
+from functools import lru_cache
 from itertools import repeat
 from operator import attrgetter
 from typing import Any
@@ -35,6 +36,11 @@ Where = tuple[FileRef, int]  # (file, line number): formatted only when a row is
 def location(where: Where) -> str:
     """``path:line`` for a reject."""
     return f"{where[0][0]}:{where[1]}"
+
+
+def duplicate_id(rid: str, first: str) -> str:
+    """The reject reason of a record whose id was first seen at ``first`` (``path:line``)."""
+    return f"duplicate record id '{rid}' (first seen at {first})"
 
 
 class BadValue(ValueError):
@@ -158,7 +164,10 @@ def _scores_from_list(items: Any, rid: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _typed_plan(paths: Iterable[list[str | int]]) -> dict[str, frozenset[str]] | None:
+Plan = tuple[tuple[str, frozenset[str]], ...]
+
+
+def _typed_plan(paths: Iterable[list[str | int]]) -> Plan | None:
     """What typed decoding reads for a mapping: each top-level key with the keys read under
     it (empty: the whole value), or ``None`` when a path has a list index, more than two
     keys, or reads a key both whole and under it."""
@@ -173,7 +182,7 @@ def _typed_plan(paths: Iterable[list[str | int]]) -> dict[str, frozenset[str]] |
         plan.setdefault(head, set()).update(str(p) for p in parts[1:])
     if any(plan[h] for h in whole):
         return None
-    return {h: frozenset(keys) for h, keys in plan.items()}
+    return tuple((h, frozenset(keys)) for h, keys in plan.items())
 
 
 class _Typed:
@@ -182,11 +191,10 @@ class _Typed:
     keys need not be identifiers). Absent mapped values decode as ``None`` (the same as
     null); the extra key decodes as ``UNSET`` when absent, since its null is kept."""
 
-    def __init__(self, plan: dict[str, frozenset[str]], extras: frozenset[str],
-                 forbid_unknown: bool) -> None:
+    def __init__(self, plan: Plan, extras: frozenset[str], forbid_unknown: bool) -> None:
         fields: list[tuple[str, Any, Any]] = []
         self.attrs: dict[str, tuple[str, dict[str, str]]] = {}
-        for i, (head, keys) in enumerate([*plan.items(), *((e, frozenset()) for e in extras)]):
+        for i, (head, keys) in enumerate([*plan, *((e, frozenset()) for e in extras)]):
             typ: Any = Any
             inner: dict[str, str] = {}
             if keys:
@@ -218,6 +226,13 @@ class _Typed:
             return tops[head]
         get = attrgetter(inner[str(rest[0])])
         return [v if v is None else get(v) for v in tops[head]]
+
+
+@lru_cache(maxsize=64)
+def _typed(plan: Plan, extras: frozenset[str], forbid_unknown: bool) -> _Typed:
+    """One decoder per mapping and row shape, shared by every chunk that has them (a builder
+    lives for one chunk)."""
+    return _Typed(plan, extras, forbid_unknown)
 
 
 class RecordBuilder:
@@ -252,7 +267,6 @@ class RecordBuilder:
         self.seen_ids: dict[str, Where] = {}
         self.kept: list[Where] = []
         self.plan = None if scores or scores_list else _typed_plan(self.parts.values())
-        self.decoders: dict[frozenset[str], Any] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -297,9 +311,7 @@ class RecordBuilder:
         extras = frozenset(head) - self.consumed if self.extra_to_metadata else frozenset()
         if len(extras) > 1:  # metadata keeps each row's own key order, which structs lose
             return False
-        typed = self.decoders.get(extras)
-        if typed is None:
-            typed = self.decoders[extras] = _Typed(self.plan, extras, self.extra_to_metadata)
+        typed = _typed(self.plan, extras, self.extra_to_metadata)
         try:
             rows = typed.decoder.decode_lines(data)
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -367,7 +379,7 @@ class RecordBuilder:
                 continue
             first = self.seen_ids.get(rid)
             if first is not None:
-                bad[i] = f"duplicate record id '{rid}' (first seen at {location(first)})"
+                bad[i] = duplicate_id(rid, location(first))
                 continue
             if self.scores or self.scores_list:
                 try:

@@ -30,7 +30,7 @@ from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.results.schemas import json_text
-from evalkit.sources._mapping import FileRef, RecordBuilder
+from evalkit.sources._mapping import FileRef, RecordBuilder, duplicate_id
 
 
 @dataclass(frozen=True)
@@ -285,8 +285,8 @@ class JsonlSource:
                 continue
             dups.append(rid)
             self.ctx.reject(self.name, f"{self.paths[index]}:{line}",
-                            f"duplicate record id '{rid}' (first seen at "
-                            f"{self.paths[earlier >> 40]}:{earlier & (1 << 40) - 1})",
+                            duplicate_id(rid, f"{self.paths[earlier >> 40]}:"
+                                              f"{earlier & (1 << 40) - 1}"),
                             json_text(orjson.loads(lines[line - chunk.first])))
         gone = pa.array(dups, pa.string())
         imported = [t.filter(pc.invert(pc.is_in(t.column("record_id"), value_set=gone)))
