@@ -58,7 +58,7 @@ def _normalise_distinct(texts: pa.Array) -> pa.Array:
 def normalise(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Each cell as lower-case words joined by single spaces (null stays null). Each
     distinct cell is normalised once (prompts repeat across records)."""
-    texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    texts = _one_array(texts)
     if len(texts) == 0:
         return pa.array([], pa.string())
     encoded = pc.dictionary_encode(texts)
