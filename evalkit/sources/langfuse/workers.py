@@ -23,12 +23,13 @@ import multiprocessing
 import signal
 import socket
 import struct
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc
+
+from evalkit.sources.jsonl import _start_method
 
 # A page mapper: the body of a cursor page -> its record table, raising when it does not map
 # whole (any exception: the reader maps the page itself).
@@ -39,9 +40,9 @@ _BUFFER = 4 << 20  # socket buffers that hold a whole page: one wake-up per mess
 
 
 def can_fork() -> bool:
-    """Whether workers can be forked now: ``fork`` exists and this process runs one thread (a
-    fork beside other threads may copy a lock one of them holds)."""
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    """Whether workers can be forked now, by the file sources' rule: on Linux while this process
+    runs one thread (a fork beside other threads may copy a lock one of them holds)."""
+    return _start_method() == "fork"
 
 
 class PagePool:
