@@ -651,9 +651,7 @@ class _Reader:
             items, self.cfg.read == "traces"))
         n = len(items)
         columns["source"] = [self.src.name] * n
-        schema = self._page_columns
-        return pa.Table.from_arrays([_array(columns.get(f.name), n, f.type) for f in schema],
-                                    schema=schema)
+        return _arrow_table(columns, n, self._page_columns)
 
     def _on_page(self, st: _Stream, items: list[Any], page: int, where: str,
                  columns: dict[str, Any] | None = None, table: pa.Table | None = None) -> None:
@@ -951,8 +949,6 @@ class _StreamFailed(Exception):
     """A listing cannot go on (422 at the smallest page, a response without its metadata)."""
 
 
-
-
 def _halved(limit: int, exc: TooHeavy) -> int:
     """The page size to ask for after a 422 at ``limit``; a listing that is too heavy even
     one item at a time cannot go on."""
@@ -980,8 +976,7 @@ def _table(columns: dict[str, Any], n: int, schema: pa.Schema,
     """Mapped columns as a record table, one Arrow conversion per column; when a value does
     not fit its column, the rows are converted one by one and those that fail are rejects."""
     try:
-        return pa.Table.from_arrays([_array(columns.get(f.name), n, f.type) for f in schema],
-                                    schema=schema)
+        return _arrow_table(columns, n, schema)
     except _ARROW_ERRORS:
         pass
     values = {col: v.to_pylist() if isinstance(v, pa.Array) else v for col, v in columns.items()}
@@ -994,6 +989,13 @@ def _table(columns: dict[str, Any], n: int, schema: pa.Schema,
         else:
             good.append(row)
     return pa.Table.from_pylist(good, schema=schema)
+
+
+def _arrow_table(columns: dict[str, Any], n: int, schema: pa.Schema) -> pa.Table:
+    """``n`` rows of mapped columns as a table of ``schema``, one Arrow conversion per column
+    (a column not mapped is null); raises when a value does not fit its column."""
+    return pa.Table.from_arrays([_array(columns.get(f.name), n, f.type) for f in schema],
+                                schema=schema)
 
 
 def _array(values: Any, n: int, typ: pa.DataType) -> pa.Array:
