@@ -24,17 +24,15 @@ from tests.langfuse.conftest import _serve, make_source, odd_observations, read_
 def fake_v4_odd(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLangfuse]:
     """A v4 fake (values outside the spec allowed) whose pages also hold a timestamp Arrow
     does not parse, a value that fits no column and one a custom field cannot coerce."""
-    fake = next(_serve("v4", monkeypatch, n_traces=40, validate=False), None)
-    assert fake is not None
     t0 = parse("2026-05-01T10:00:00Z")
     naive, bad_level = odd_observations()
     confident = _obs("gen-confident-0", "trace-00002", "GENERATION", "llm-call", t0, t0, None,
                      "q", "a", 2)
     confident["metadata"] = {"confidence": "high"}  # not a number: a custom field rejects it
-    for obs in (naive, bad_level, confident):
-        fake.add_observation(obs)
-    yield fake
-    fake.stop()
+    for fake in _serve("v4", monkeypatch, n_traces=40, validate=False):  # _serve's teardown
+        for obs in (naive, bad_level, confident):
+            fake.add_observation(obs)
+        yield fake
 
 
 @pytest.fixture
