@@ -11,8 +11,6 @@ import glob
 import gzip
 import hashlib
 import os
-import sys
-import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -26,6 +24,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit._fork import can_fork, start_method
 from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
@@ -165,16 +164,6 @@ def _newlines(data: bytes) -> int:
                for i in range(0, len(view), 1 << 20))
 
 
-def _start_method() -> str:
-    """``fork`` on Linux while this process has one thread (a worker then starts at once and
-    imports nothing; macOS system libraries are not fork-safe); else ``forkserver`` or
-    ``spawn``, which re-import the main module in each worker: a script that calls evalkit
-    then needs the ``if __name__ == "__main__":`` guard."""
-    if sys.platform == "linux" and threading.active_count() == 1:
-        return "fork"
-    return "spawn" if sys.platform == "win32" else "forkserver"
-
-
 class JsonlSource:
     """Reads JSON Lines. A line that is not valid UTF-8, not JSON, not an object, lacks a
     required field or has a value of the wrong type becomes a reject (file:line, reason)."""
@@ -225,7 +214,7 @@ class JsonlSource:
         if self.config.workers is not None:
             return self.config.workers
         big = sum(p.stat().st_size for p in self.paths) >= PARALLEL_MIN_BYTES
-        return (os.cpu_count() or 1) - 1 if big and _start_method() == "fork" else 0
+        return (os.cpu_count() or 1) - 1 if big and can_fork() else 0
 
     def _mapped(self) -> Iterator[tuple[Chunk, Mapped]]:
         """Each chunk with its mapping, in file order."""
@@ -239,7 +228,7 @@ class JsonlSource:
         import multiprocessing  # here: a run without workers does not pay the imports
         from concurrent.futures import Future, ProcessPoolExecutor
 
-        mp = multiprocessing.get_context(_start_method())
+        mp = multiprocessing.get_context(start_method())
         pool = ProcessPoolExecutor(workers, mp_context=mp, initializer=_start_worker,
                                    initargs=(self.name, self.config,
                                              replace(self.ctx, rejects=[], imported=[])))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from evalkit._fork import can_fork
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError, SourceError
 from evalkit.sources.jsonl import JsonlSource, JsonlSourceConfig
@@ -304,7 +305,7 @@ def test_workers_default_to_none_for_small_inputs(tmp_path: Path, ctx: RunContex
     assert JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)._workers() == 0
     monkeypatch.setattr(jsonl, "PARALLEL_MIN_BYTES", 1)
     auto = JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)._workers()
-    assert auto == ((os.cpu_count() or 1) - 1 if jsonl._start_method() == "fork" else 0)
+    assert auto == ((os.cpu_count() or 1) - 1 if can_fork() else 0)
     assert JsonlSource("s", JsonlSourceConfig(path=str(path), workers=3), ctx)._workers() == 3
     with pytest.raises(ValueError, match="workers: -1 is negative"):
         JsonlSourceConfig(path=str(path), workers=-1).validate()

@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from evalkit._fork import can_fork
 from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
@@ -50,7 +51,7 @@ from evalkit.sources.langfuse.client import (
     resolve_host,
 )
 from evalkit.sources.langfuse.state import ReadState, last_window_end, spool_name
-from evalkit.sources.langfuse.workers import PagePool, can_fork
+from evalkit.sources.langfuse.workers import PagePool
 
 APIS = ("auto", "v3", "v4")
 READS = ("observations", "traces")

@@ -29,20 +29,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc
 
-from evalkit.sources.jsonl import _start_method
-
 # A page mapper: the body of a cursor page -> its record table, raising when it does not map
 # whole (any exception: the reader maps the page itself).
 PageMapper = Callable[[bytes], pa.Table]
 
 _HEADER = struct.Struct("<Q")  # a message: its length, then its bytes
 _BUFFER = 4 << 20  # socket buffers that hold a whole page: one wake-up per message
-
-
-def can_fork() -> bool:
-    """Whether workers can be forked now, by the file sources' rule: on Linux while this process
-    runs one thread (a fork beside other threads may copy a lock one of them holds)."""
-    return _start_method() == "fork"
 
 
 class PagePool:
