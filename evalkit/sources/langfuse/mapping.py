@@ -7,14 +7,21 @@ records and judgments. Both API generations map into the same records:
 - tokens from ``usageDetails`` (else the deprecated ``usage``), cost from
   ``costDetails.total`` (else ``totalCost``/``calculatedTotalCost``), null when absent: a
   missing price is unknown, never 0.
+
+A v2 page is first decoded by msgspec straight into structs of the keys the mapping reads
+(:func:`typed_page_columns`): no dict per observation, the other keys skipped unparsed, the
+same columns. A page it declines (odd types, integers beyond 64 bits) is parsed by orjson and
+mapped from its dicts (:func:`observation_columns`), as every v1 object is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import orjson
 import pyarrow as pa
 
@@ -96,15 +103,15 @@ def _token_count(details: Any, keys: tuple[str, ...]) -> int | None:
     return None
 
 
-def _costs(items: list[Mapping[str, Any]]) -> list[float | None]:
+def _costs(details: list[Any], total_costs: list[Any], calculated: list[Any]
+           ) -> list[float | None]:
     """``costDetails.total``, else the sum of ``costDetails``, else ``totalCost`` or
-    ``calculatedTotalCost``."""
-    return [c if type(d := obs.get("costDetails")) is dict and type(c := d.get("total")) is float
-            else _cost(obs) for obs in items]
+    ``calculatedTotalCost`` (one value of each per object)."""
+    return [c if type(d) is dict and type(c := d.get("total")) is float else _cost(d, t, ct)
+            for d, t, ct in zip(details, total_costs, calculated, strict=True)]
 
 
-def _cost(obs: Mapping[str, Any]) -> float | None:
-    details = obs.get("costDetails")
+def _cost(details: Any, total_cost: Any, calculated: Any) -> float | None:
     if isinstance(details, Mapping) and details:
         total = _number(details.get("total"))
         if total is not None:
@@ -112,19 +119,19 @@ def _cost(obs: Mapping[str, Any]) -> float | None:
         parts = [_number(v) for v in details.values()]
         if parts and all(p is not None for p in parts):
             return float(sum(parts))  # type: ignore[arg-type]
-    for key in ("totalCost", "calculatedTotalCost"):
-        value = _number(obs.get(key))
-        if value is not None:
-            return value
+    for value in (total_cost, calculated):
+        number = _number(value)
+        if number is not None:
+            return number
     return None
 
 
-def _latencies(items: list[Mapping[str, Any]], starts: list[Any]) -> list[float | None]:
+def _latencies(latencies: list[Any], starts: list[Any], ends: list[Any]) -> list[float | None]:
     """The server's ``latency``, else end - start."""
-    out = [v if type(v := obs.get("latency")) is float else _number(v) for obs in items]
+    out = [v if type(v) is float else _number(v) for v in latencies]
     for i, latency in enumerate(out):
         if latency is None:
-            end = parse_time(items[i].get("endTime"))
+            end = parse_time(ends[i])
             start = parse_time(starts[i])
             if start is not None and end is not None:
                 out[i] = (end - start).total_seconds()
@@ -140,17 +147,18 @@ _TRACE_META = (("name", "name"), ("environment", "environment"), ("release", "re
                ("version", "version"), ("userId", "user_id"), ("metadata", "metadata"))
 
 
-def _metadata(items: list[Mapping[str, Any]], fields: tuple[tuple[str, str], ...],
-              extra: Mapping[str, Any] | None = None) -> list[str | None]:
+def _metadata(values: Callable[[str], list[Any]], fields: tuple[tuple[str, str], ...],
+              extra: Mapping[str, Any] | None = None, typed: bool = False) -> list[str | None]:
     """The ``metadata`` column: each object's ``fields`` that are not null, renamed, plus
-    ``extra``, as JSON text."""
+    ``extra``, as JSON text. ``typed``: the values come from msgspec, which reads an integer
+    beyond 64 bits as an int where orjson reads a float; orjson cannot write that int, and the
+    page is then mapped from orjson's values instead (:func:`typed_page_columns`)."""
+    keys = [key for _, key in fields]
     out = []
     dumps = orjson.dumps
-    for obj in items:  # a plain loop: a comprehension per object costs twice as much
-        get = obj.get
+    for row in zip(*[values(field) for field, _ in fields], strict=True):
         meta = {}
-        for field, key in fields:
-            value = get(field)
+        for key, value in zip(keys, row, strict=True):  # cheaper than a comprehension
             if value is not None:
                 meta[key] = value
         if extra:
@@ -158,6 +166,8 @@ def _metadata(items: list[Mapping[str, Any]], fields: tuple[tuple[str, str], ...
         try:  # parsed JSON needs none of json_text's options, which cost a third more
             out.append(dumps(meta).decode())
         except TypeError:
+            if typed:
+                raise
             out.append(json_text(meta))
     return out
 
@@ -182,30 +192,84 @@ def observation_columns(items: list[Any], as_trace: bool = False,
     Raises ``ValueError`` (or ``TypeError``) when any item cannot be mapped: the caller maps
     the items one at a time to find which."""
     ids = _ids(items, "observation")
-    starts = [obs.get("startTime") for obs in items]
+    models = [obs.get("providedModelName", obs.get("model")) for obs in items]
+    return _observation_columns(ids, lambda key: [obs.get(key) for obs in items], models,
+                                as_trace, extra, typed=False)
+
+
+def _observation_columns(ids: list[str], values: Callable[[str], list[Any]],
+                         models: list[Any], as_trace: bool, extra: Mapping[str, Any] | None,
+                         typed: bool) -> dict[str, Any]:
+    """The record columns from ``values(key)``: the value of ``key`` in every object (null
+    when absent), however the objects were decoded."""
+    starts = values("startTime")
     timestamp = timestamps(starts)
-    trace_ids = [obs.get("traceId") for obs in items]
+    trace_ids = values("traceId")
     if as_trace and not all(trace_ids):
         raise ValueError("root observation has no traceId")
-    usage = [obs.get("usageDetails") or obs.get("usage") for obs in items]
+    usage = [u or v for u, v in zip(values("usageDetails"), values("usage"), strict=True)]
     return {
         "record_id": trace_ids if as_trace else ids,
         "trace_id": trace_ids,
         "observation_id": ids,
-        "session_id": [obs.get("sessionId") for obs in items],
+        "session_id": values("sessionId"),
         "timestamp": timestamp,
-        "model": [obs.get("providedModelName", obs.get("model")) for obs in items],
-        "level": [obs.get("level") for obs in items],
-        "status_message": [obs.get("statusMessage") for obs in items],
-        "input": [json_text(obs.get("input")) for obs in items],
-        "output": [json_text(obs.get("output")) for obs in items],
-        "latency_s": _latencies(items, starts),
-        "cost_usd": _costs(items),
+        "model": models,
+        "level": values("level"),
+        "status_message": values("statusMessage"),
+        "input": [json_text(v) for v in values("input")],
+        "output": [json_text(v) for v in values("output")],
+        "latency_s": _latencies(values("latency"), starts, values("endTime")),
+        "cost_usd": _costs(values("costDetails"), values("totalCost"),
+                           values("calculatedTotalCost")),
         "input_tokens": _tokens(usage, _INPUT_KEYS),
         "output_tokens": _tokens(usage, _OUTPUT_KEYS),
-        "tags": [obs.get("tags") for obs in items],
-        "metadata": _metadata(items, _OBSERVATION_META, extra),
+        "tags": values("tags"),
+        "metadata": _metadata(values, _OBSERVATION_META, extra, typed),
     }
+
+
+# The keys of an observation that _observation_columns reads, decoded by msgspec straight into
+# a struct (no dict of the ~40 keys a v2 observation has; the others are skipped unparsed).
+# ``id`` must be a string, ``input``/``output`` strings or null (v2 sends the raw stored text;
+# an object there would be written back out by json_text, where msgspec's and orjson's reading
+# of an integer beyond 64 bits differ); any other value is decoded as orjson decodes it (the
+# same dicts, lists, strings, numbers) and mapped by the same functions.
+# ``providedModelName`` is UNSET when absent: then ``model`` names the model (v1).
+_TYPED_KEYS = ("startTime", "traceId", "usageDetails", "usage", "sessionId", "model", "level",
+               "statusMessage", "latency", "endTime", "costDetails", "totalCost",
+               "calculatedTotalCost", "tags", *(field for field, _ in _OBSERVATION_META))
+_TypedObservation = msgspec.defstruct(
+    "_TypedObservation",
+    [("id", str), ("input", str | None, None), ("output", str | None, None),
+     ("providedModelName", Any, msgspec.UNSET),
+     *((key, Any, None) for key in dict.fromkeys(_TYPED_KEYS))],
+    gc=False)  # holds no cycles: the collector need not track a thousand per page
+_TypedPage = msgspec.defstruct("_TypedPage", [("data", list[_TypedObservation])], gc=False)
+_TYPED_PAGE = msgspec.json.Decoder(_TypedPage)
+_TYPED_ERRORS = (msgspec.DecodeError, ValueError, TypeError, AttributeError, OverflowError,
+                 RecursionError)
+
+
+def typed_page_columns(body: bytes, as_trace: bool = False) -> dict[str, Any] | None:
+    """The record columns of a v2 page of observations (its JSON body), decoded by msgspec into
+    structs of the keys the mapping reads; the same columns :func:`observation_columns` gives
+    for the page's ``data`` parsed by orjson. ``None`` when the page is not decoded or mapped
+    whole this way (not a page of objects with string ids, an object or non-string
+    ``input``/``output``, a value that does not map): the caller maps it from orjson's parse,
+    which behaves exactly as before on whatever is odd about it."""
+    try:
+        items = _TYPED_PAGE.decode(body).data
+        ids = list(map(attrgetter("id"), items))
+        if not all(ids):
+            return None  # an empty id: observation_columns says which
+        models = [m if p is msgspec.UNSET else p for p, m in zip(
+            map(attrgetter("providedModelName"), items), map(attrgetter("model"), items),
+            strict=True)]
+        return _observation_columns(ids, lambda key: list(map(attrgetter(key), items)),
+                                    models, as_trace, None, typed=True)
+    except _TYPED_ERRORS:
+        return None
 
 
 def trace_columns(items: list[Any]) -> dict[str, Any]:
@@ -222,7 +286,8 @@ def trace_columns(items: list[Any]) -> dict[str, Any]:
         "latency_s": [_number(trace.get("latency")) for trace in items],
         "cost_usd": [_number(trace.get("totalCost")) for trace in items],
         "tags": [trace.get("tags") for trace in items],
-        "metadata": _metadata(items, _TRACE_META),
+        "metadata": _metadata(lambda key: [trace.get(key) for trace in items],
+                              _TRACE_META),
     }
 
 

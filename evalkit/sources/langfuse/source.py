@@ -599,7 +599,10 @@ class _Reader:
                 columns = None
                 if table is None:
                     with gc_paused():
-                        items, columns = self._decode(st, body)
+                        if st.kind == "records":
+                            table = self._typed_table(body)
+                        if table is None:
+                            items, columns = self._decode(st, body)
                 st.seq += 1
                 self._on_page(st, items, st.seq, f"GET {st.path} page {st.seq}", columns, table)
                 st.cursor, st.done = cursor, cursor is None
@@ -647,12 +650,32 @@ class _Reader:
         when the body is not a page, an object does not map or a value does not fit its
         column. A worker runs it (:mod:`.workers`); the page is then mapped by
         :meth:`_decode` and :meth:`_records`, which find the rejects, whenever it raises."""
+        table = self._typed_table(body)
+        if table is not None:
+            return table
         items = _data(orjson.loads(body), "page")
         columns = self._custom(items, mapping.observation_columns(
             items, self.cfg.read == "traces"))
         n = len(items)
         columns["source"] = [self.src.name] * n
         return _arrow_table(columns, n, self._page_columns)
+
+    def _typed_table(self, body: bytes) -> pa.Table | None:
+        """:meth:`page_table`'s table when the page decodes and maps whole by msgspec
+        (:func:`mapping.typed_page_columns`: the same columns, a third of the CPU); ``None``
+        when it does not, or custom fields read the objects: the caller maps the page from
+        orjson's parse."""
+        if self.custom:
+            return None
+        columns = mapping.typed_page_columns(body, self.cfg.read == "traces")
+        if columns is None:
+            return None
+        n = len(columns["record_id"])
+        columns["source"] = [self.src.name] * n
+        try:
+            return _arrow_table(columns, n, self._page_columns)
+        except _ARROW_ERRORS:
+            return None
 
     def _on_page(self, st: _Stream, items: list[Any], page: int, where: str,
                  columns: dict[str, Any] | None = None, table: pa.Table | None = None) -> None:
