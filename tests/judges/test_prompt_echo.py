@@ -109,3 +109,31 @@ def test_normalising_on_threads_gives_the_same_text(monkeypatch):
     monkeypatch.setattr(pe.os, "cpu_count", lambda: 3)
     assert pe.normalise(texts).equals(alone)
     assert alone.to_pylist()[:3] == [alone[0].as_py(), "plain text with punctuation", None]
+
+
+def test_ascii_fast_path_gives_the_regex_words():
+    """ASCII cells skip the regex (a byte table and numpy); the words must be those of the
+    Unicode-aware regex, for every ASCII byte, mixed with non-ASCII and null cells, on a
+    slice of a larger array and on large_string."""
+    import random
+
+    import pyarrow.compute as pc
+
+    import evalkit.judges.prompt_echo as pe
+
+    rng = random.Random(7)
+    alphabet = [chr(c) for c in range(128)] + ["é", "Ü", "ß", "🙂", "\u00a0", "١"]
+    cells = []
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        cells.append(None if rng.random() < 0.05 else
+                     json.dumps([{"role": "user", "content": text}]) if rng.random() < 0.3
+                     else text)
+    for texts in (pa.array(cells, pa.string()).slice(11, 2500),
+                  pa.array(cells, pa.large_string())):
+        is_json = pc.fill_null(pc.match_substring_regex(texts, pe._JSON_LIKE), False)
+        stripped = pc.if_else(is_json, pc.replace_substring_regex(texts, pe._JSON_NOISE, " "),
+                              texts)
+        regex = pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(stripped), pe._NON_WORD,
+                                                        " "), characters=" ")
+        assert pe._normalise_distinct(texts).to_pylist() == regex.to_pylist()
