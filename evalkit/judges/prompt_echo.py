@@ -153,14 +153,13 @@ def _similarity(out: str | None, src: str | None, raws: pa.Array, at: int, ngram
     if out.count(" ") + 1 < min_words:
         prompt = raws[at].as_py()
         return 1.0 if prompt is not None and out in _message_texts(prompt) else 0.0
-    padded = f" {src} "
-    if f" {out} " in padded:
-        return 1.0
-    if len(out) > probe:
+    if len(out) > probe:  # (an output inside the prompt has its probes there too)
         mid = len(out) // 2
         if not (out[:probe] in src or out[mid - probe // 2: mid + probe // 2] in src
                 or out[-probe:] in src):
             return 0.0
+    if f" {out} " in f" {src} ":
+        return 1.0
     # " w1 w2 w3 " occurs in " src " exactly when w1 w2 w3 are consecutive words of src
     # (both are words joined by single spaces), so the share is a set intersection
     words = out.split(" ")
