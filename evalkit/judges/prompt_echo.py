@@ -181,6 +181,13 @@ def echo_similarities(outputs: pa.Array | pa.ChunkedArray,
     wins); null for a null output. Each distinct output and prompt is normalised once,
     vectorised, and each distinct (output, prompt) pair compared once: the containment tests
     run per pair, not per row (a model's answer to a prompt it saw before costs nothing)."""
+    values = echo_values(outputs, prompts, ngram, probe, min_words)
+    return pa.array(values, pa.float64(), mask=np.isnan(values)).to_pylist()
+
+
+def echo_values(outputs: pa.Array | pa.ChunkedArray, prompts: list[pa.Array | pa.ChunkedArray],
+                ngram: int = 3, probe: int = 30, min_words: int = 3) -> np.ndarray:
+    """:func:`echo_similarities` as a float array, NaN for a null output."""
     outputs = _one_array(outputs)
     n = len(outputs)
     out_enc = pc.dictionary_encode(outputs)
@@ -204,7 +211,7 @@ def echo_similarities(outputs: pa.Array | pa.ChunkedArray,
                           dtype=float)
         if len(rows):
             best[rows] = np.maximum(best[rows], values[inverse])
-    return [None if np.isnan(v) else float(v) for v in best]
+    return best
 
 
 def _one_array(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -237,13 +244,13 @@ class PromptEchoJudge:
     def judge(self, batch: pa.Table) -> pa.Table:
         """One judgment per record; a null output is an error judgment (nothing to compare)."""
         cfg = self.config
-        values = echo_similarities(batch.column("output"),
-                                   [batch.column(c) for c in cfg.against], cfg.ngram,
-                                   cfg.probe_chars, cfg.min_words)
-        passed = [None if v is None else v < cfg.threshold for v in values]
-        return verdicts(batch.column("record_id"), passed, value=values,
-                        labels=[None if p is None else "no_echo" if p else "echo"
-                                for p in passed],
-                        status=["error" if v is None else "ok" for v in values],
-                        error=[None if v is not None else "output is null: nothing to compare"
-                               for v in values])
+        values = echo_values(batch.column("output"), [batch.column(c) for c in cfg.against],
+                             cfg.ngram, cfg.probe_chars, cfg.min_words)
+        value = pa.array(values, pa.float64(), mask=np.isnan(values))
+        passed = pc.less(value, cfg.threshold)
+        missing = pc.is_null(value)
+        return verdicts(batch.column("record_id"), passed, value=value,
+                        labels=pc.if_else(passed, "no_echo", "echo"),
+                        status=pc.if_else(missing, "error", "ok"),
+                        error=pc.if_else(missing, "output is null: nothing to compare",
+                                         pa.scalar(None, pa.string())))
