@@ -190,3 +190,25 @@ def test_reads_are_the_same_typed_or_not(fake_v4: FakeLangfuse, tmp_path: Path,
         assert _sorted(here.imported) == _sorted(exact.imported)
         assert here.fingerprint["stats"] == exact.fingerprint["stats"]
         typed_pages.clear()
+
+
+def test_the_servers_key_order_changes_no_value() -> None:
+    # the decoder declares its fields in the order of the page's first object (speed only)
+    objs = [_base(), {**_base(), "id": "gen-2", "latency": None, "costDetails": {"input": 1}}]
+    reordered = [dict(reversed(list(o.items()))) for o in objs]
+    mixed = [objs[0], reordered[1]]  # objects need not share an order
+    exact = mapping.observation_columns(objs)
+    for page in (objs, reordered, mixed):
+        body = _v2_page(page)
+        assert mapping._key_order(body) == tuple(page[0])
+        typed = mapping.typed_page_columns(body)
+        assert typed is not None
+        _same(typed, exact)
+    # a first object not read whole from the page's start: the fields in the default order
+    long = {**_base(), "statusMessage": "x" * 20000}
+    body = _v2_page([long, objs[1]])
+    assert mapping._key_order(body) == ()
+    typed = mapping.typed_page_columns(body)
+    assert typed is not None
+    _same(typed, mapping.observation_columns([long, objs[1]]))
+    assert mapping._key_order(b' {"meta": {}, "data": []}') == ()
