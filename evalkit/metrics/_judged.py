@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +32,13 @@ class JudgeMetricConfig(SliceConfig):
 
 def judged_table(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
     """One row per record: ``excluded_by``, slice columns, and the judge's ``value``,
-    ``passed``, ``label`` and ``status`` (null when the judge left no judgment)."""
+    ``passed``, ``label`` and ``status`` (null when the judge left no judgment). Metrics of
+    one connection that summarise the same judge by the same slices (a rate and a mean)
+    share one join: the run's tables do not change while its metrics are computed."""
+    key = (judge, tuple(slice_by))
+    cached = _JUDGED.setdefault(con, {})
+    if key in cached:
+        return cached[key]
     cols = ", ".join(f'r."{c}"' for c in dict.fromkeys(["excluded_by", *slice_by]))
 
     def query(pick: bool) -> tuple[str, list[Any]]:
@@ -39,7 +46,13 @@ def judged_table(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
         return f"SELECT {cols}, j.value, j.passed, j.label, j.status FROM records r {join}", \
             params
 
-    return per_record(con, query)
+    cached[key] = table = per_record(con, query)
+    return table
+
+
+# connection -> (judge, slice columns) -> judged table; an entry goes with its connection
+_JUDGED: WeakKeyDictionary[Any, dict[tuple[str, tuple[str, ...]], pa.Table]] = \
+    WeakKeyDictionary()
 
 
 def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
