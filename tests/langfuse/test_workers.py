@@ -160,3 +160,21 @@ def test_the_pool_declines_what_does_not_map_and_survives_a_dead_worker(
         assert asyncio.run(_map_all(pool, [good, good])) == [None, None]  # mapped here
     finally:
         pool.close()
+
+
+def _niceness(body: bytes) -> pa.Table:
+    return pa.table({"niceness": [os.nice(0)]})
+
+
+def test_workers_run_below_the_readers_priority() -> None:
+    import asyncio
+
+    from evalkit.sources.langfuse import workers
+
+    pool = PagePool(1, _niceness)
+    try:
+        (table,) = asyncio.run(_map_all(pool, [b"{}"]))
+    finally:
+        pool.close()
+    assert table is not None
+    assert table.column("niceness")[0].as_py() == min(19, os.nice(0) + workers._NICENESS)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
+import os
 import signal
 import socket
 import struct
@@ -35,6 +36,12 @@ PageMapper = Callable[[bytes], pa.Table]
 
 _HEADER = struct.Struct("<Q")  # a message: its length, then its bytes
 _BUFFER = 4 << 20  # socket buffers that hold a whole page: one wake-up per message
+# Workers run at a lower priority than the reader: its event loop keeps the requests in
+# flight (each page's successor is requested as soon as the page arrives), so a reader queued
+# behind page mapping delays every later page of its cursor. The workers still take all the
+# CPU the reader leaves (on the benchmark, a round trip took ~10 ms less: 130-138 ms, was
+# 142-149 ms, at 100 ms of server latency).
+_NICENESS = 10
 
 
 class PagePool:
@@ -127,6 +134,10 @@ def _serve(sock: socket.socket, mapper: PageMapper, readers: list[socket.socket]
     for other in readers:
         other.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the reader stops the workers
+    try:
+        os.nice(_NICENESS)
+    except OSError:  # not allowed here: the worker runs at the reader's priority
+        pass
     gc.disable()  # parsed pages hold no cycles: collections would free nothing
     while True:
         try:
