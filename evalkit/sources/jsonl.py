@@ -247,8 +247,7 @@ class JsonlSource:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def read(self) -> Iterator[pa.Table]:
-        # record id -> where it was first seen: file index << 40 | line (ints, made in C)
-        seen: dict[str, int] = {}
+        seen = _SeenIds()
         for chunk, (table, kept, rejects, imported) in self._mapped():
             self.ctx.rejects.extend(rejects)
             if table is not None:
@@ -258,19 +257,21 @@ class JsonlSource:
                 yield table
 
     def _admit(self, table: pa.Table, kept: list[int], imported: list[pa.Table],
-               seen: dict[str, int], chunk: Chunk) -> tuple[pa.Table, list[pa.Table]]:
+               seen: _SeenIds, chunk: Chunk) -> tuple[pa.Table, list[pa.Table]]:
         """The rows of a chunk whose ids no earlier chunk had (and those rows' imports); the
         others are rejected as duplicates, as within a chunk."""
         ids, index = table.column("record_id").to_pylist(), chunk.index
-        if seen.keys().isdisjoint(ids):  # the usual chunk: checked and recorded at C speed
-            seen.update(zip(ids, map(or_, kept, repeat(index << 40)), strict=True))
+        if seen.ids.isdisjoint(ids):  # the usual chunk: checked and recorded at C speed
+            seen.add(index, ids, kept)
             return table, imported
+        first = seen.first_met()
         keep, dups, lines = [], [], chunk.data.split(b"\n")
         for rid, line in zip(ids, kept, strict=True):
-            earlier = seen.get(rid)
+            earlier = first.get(rid)
             keep.append(earlier is None)
             if earlier is None:
-                seen[rid] = index << 40 | line
+                first[rid] = index << 40 | line
+                seen.ids.add(rid)
                 continue
             dups.append(rid)
             self.ctx.reject(self.name, f"{self.paths[index]}:{line}",
@@ -281,3 +282,32 @@ class JsonlSource:
         imported = [t.filter(pc.invert(pc.is_in(t.column("record_id"), value_set=gone)))
                     for t in imported]
         return table.filter(pa.array(keep)), imported
+
+
+class _SeenIds:
+    """The record ids of the chunks read so far. A read with no id twice (the usual one) needs
+    only the set; where an id was first met (file index << 40 | line) is looked up once a
+    duplicate turns up, from a dict built then from each chunk's ids and lines (kept until
+    that happens: references to the strings the set holds, and line numbers)."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self._chunks: list[tuple[int, list[str], list[int]]] = []
+        self._first: dict[str, int] | None = None
+
+    def add(self, index: int, ids: list[str], lines: list[int]) -> None:
+        """Record a chunk (of file ``index``) none of whose ids was seen before."""
+        self.ids.update(ids)
+        if self._first is None:
+            self._chunks.append((index, ids, lines))
+        else:
+            self._first.update(zip(ids, map(or_, lines, repeat(index << 40)), strict=True))
+
+    def first_met(self) -> dict[str, int]:
+        """id -> where it was first met, for every id so far (kept up to date from now on)."""
+        if self._first is None:
+            self._first = {}
+            for index, ids, lines in self._chunks:
+                self._first.update(zip(ids, map(or_, lines, repeat(index << 40)), strict=True))
+            self._chunks = []
+        return self._first

@@ -358,3 +358,20 @@ def test_integers_beyond_64_bits_are_rejected_or_kept_as_text(tmp_path: Path,
     assert [r["record_id"] for r in records] == ["b"]
     assert json.loads(records[0]["output"])["n"] == pytest.approx(big)
     assert all("out of the 64-bit range" in r["reason"] for r in rejects) and len(rejects) == 2
+
+
+def test_duplicates_across_chunks_and_files_name_the_first_line(tmp_path: Path,
+                                                                ctx: RunContext) -> None:
+    """Ids are checked across chunks and files: each duplicate names where its id was first
+    met, also for ids first met after an earlier duplicate turned up."""
+    _write(tmp_path / "a.jsonl", [json.dumps({"id": str(i)}) for i in range(6)])
+    b = [str(i) for i in (10, 11, 3, 12, 13, 14, 12, 5, 15)]
+    _write(tmp_path / "b.jsonl", [json.dumps({"id": i}) for i in b])
+    records, rejects, _ = _read(tmp_path / "*.jsonl", ctx, record_id="id", batch_size=2)
+    assert [r["record_id"] for r in records] == \
+        ["0", "1", "2", "3", "4", "5", "10", "11", "12", "13", "14", "15"]
+    reasons = {r["location"]: r["reason"] for r in rejects}
+    a, bb = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert reasons == {f"{bb}:3": f"duplicate record id '3' (first seen at {a}:4)",
+                       f"{bb}:7": f"duplicate record id '12' (first seen at {bb}:4)",
+                       f"{bb}:8": f"duplicate record id '5' (first seen at {a}:6)"}
