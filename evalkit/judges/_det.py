@@ -50,7 +50,7 @@ def verdicts(record_ids: Any, passed: Any, *, value: Any = None, labels: Any = N
         "passed": passed,
         "label": pc.if_else(passed, pass_label, fail_label) if labels is None
         else _arr(labels, pa.string()),
-        "status": pa.array(["ok"] * n, pa.string()) if status is None
+        "status": pa.repeat(pa.scalar("ok"), n) if status is None
         else _arr(status, pa.string()),
     }
     if explanation is not None:

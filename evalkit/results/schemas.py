@@ -96,7 +96,7 @@ def conform(
                 col = pc.fill_null(col, pa.scalar(fill[field.name], field.type))
             arrays.append(col)
         elif field.name in fill and fill[field.name] is not None:
-            arrays.append(pa.array([fill[field.name]] * num_rows, type=field.type))
+            arrays.append(pa.repeat(pa.scalar(fill[field.name], field.type), num_rows))
         else:
             arrays.append(pa.nulls(num_rows, type=field.type))
     return pa.Table.from_arrays(arrays, schema=schema)

@@ -145,7 +145,7 @@ class _JudgeRunner:
             pc.fill_null(excluded.column("exclude_reason"), ""), ""
         )
         table = pa.table({"record_id": excluded.column("record_id"),
-                          "status": pa.array(["skipped"] * excluded.num_rows),
+                          "status": pa.repeat(pa.scalar("skipped"), excluded.num_rows),
                           "explanation": why})
         return conform(table, JUDGMENTS, self._fill(inst, plugin))
 

@@ -388,7 +388,7 @@ class RecordBuilder:
                     bad[i] = f"imported score: {exc}"
                     continue
             self.seen_ids[rid] = self.wheres[i]
-        arrays["source"] = pa.array([self.source] * n, pa.string())
+        arrays["source"] = pa.repeat(pa.scalar(self.source), n)
         table = pa.table(arrays)
         if bad:
             for i, reason in sorted(bad.items()):
