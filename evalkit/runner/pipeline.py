@@ -91,8 +91,12 @@ class _JudgeRunner:
         return records if getattr(plugin, "applies_to_excluded", False) else included
 
     def run(self, records: pa.Table) -> list[pa.Table]:
-        included = records.filter(pc.is_null(records.column("excluded_by")))
-        excluded = records.filter(pc.is_valid(records.column("excluded_by")))
+        marked = records.column("excluded_by")
+        included = records.filter(pc.is_null(marked)) if marked.null_count < len(marked) \
+            else records
+        # the skipped judgments need these columns only (filtering copies every column)
+        excluded = records.select(["record_id", "excluded_by", "exclude_reason"]).filter(
+            pc.is_valid(marked))
         out: list[pa.Table] = []
         pending: list[tuple[PluginInstance, Any, pa.Table]] = []
         for inst, plugin in self.judges:
