@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from functools import lru_cache
+from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -156,10 +157,22 @@ def _metadata(values: Callable[[str], list[Any]], fields: tuple[tuple[str, str],
     ``extra``, as JSON text. ``typed``: the values come from msgspec, which reads an integer
     beyond 64 bits as an int where orjson reads a float; orjson cannot write that int, and the
     page is then mapped from orjson's values instead (:func:`typed_page_columns`)."""
-    keys = [key for _, key in fields]
-    out = []
+    columns = [(key, values(field)) for field, key in fields]
+    n = len(columns[0][1])
+    # a field null in every object is in no object's metadata
+    columns = [(key, column) for key, column in columns if column.count(None) < n]
+    keys = [key for key, _ in columns]
+    rows = list(zip(*[column for _, column in columns], strict=True)) if columns else [()] * n
     dumps = orjson.dumps
-    for row in zip(*[values(field) for field, _ in fields], strict=True):
+    if columns and not extra and not any(None in column for _, column in columns):
+        # every object has the same keys: its dict and its text are made in C
+        try:
+            return list(map(bytes.decode, map(dumps, map(dict, map(zip, repeat(keys), rows)))))
+        except TypeError:
+            if typed:
+                raise
+    out = []
+    for row in rows:
         meta = {}
         for key, value in zip(keys, row, strict=True):  # cheaper than a comprehension
             if value is not None:
