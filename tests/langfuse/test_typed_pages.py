@@ -212,3 +212,20 @@ def test_the_servers_key_order_changes_no_value() -> None:
     assert typed is not None
     _same(typed, mapping.observation_columns([long, objs[1]]))
     assert mapping._key_order(b' {"meta": {}, "data": []}') == ()
+
+
+@pytest.mark.parametrize("objs", [
+    [_base(), _base()],  # the same keys in every object (dicts made in C)
+    [_base(), {**_base(), "version": "v2", "promptName": None}],  # some null, some not
+    [{"id": "a"}, {"id": "b"}],  # every field null
+    [{**_base(), "metadata": {"n": BIG}}],  # json_text writes what orjson cannot
+])
+@pytest.mark.parametrize("extra", [None, {"resolved_by_id": True, "name": "over"}])
+def test_the_metadata_column(objs: list[dict[str, Any]], extra: dict[str, Any] | None) -> None:
+    def one(obj: dict[str, Any]) -> str | None:
+        meta = {key: obj[field] for field, key in mapping._OBSERVATION_META
+                if obj.get(field) is not None}
+        return mapping.json_text({**meta, **(extra or {})})
+
+    values = lambda key: [obj.get(key) for obj in objs]  # noqa: E731
+    assert mapping._metadata(values, mapping._OBSERVATION_META, extra) == list(map(one, objs))
