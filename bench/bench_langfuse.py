@@ -8,9 +8,12 @@ observation rendered beforehand, so its CPU competes as little as possible with 
 Prints, for each API generation (v4: cursor pages of 1000 over window shards; v3: pages of
 100) and each latency, the measured time, the limit, the ratio, and the reader's throughput
 with a near-zero latency (its CPU cost: JSON parsing, mapping, Arrow), in the reader's process
-and on its page workers (``--workers``: ``source.workers``).
+and on its page workers (``--workers``: ``source.workers``), and the fake server's CPU (it
+shares the machine's cores with the reader; Linux only). ``--repeat`` reads each case that many
+times, each from a freshly started server (whose per-query caches start cold).
 
     .venv/bin/python bench/bench_langfuse.py [--observations 50000] [--latencies 0.1,0.5]
+        [--repeat 5]
 """
 
 from __future__ import annotations
@@ -67,6 +70,16 @@ def _read(url: str, concurrency: int, work: Path, **options: object
     return time.perf_counter() - t0, rows, stats
 
 
+def _process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (``None`` without ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -83,6 +96,8 @@ def main() -> None:
                         "core; 0: in the reader)")
     parser.add_argument("--page-size", type=int, default=None,
                         help="source.page_size (default: each endpoint's maximum)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="reads of each case and latency, each from a fresh server")
     parser.add_argument("--cases", default="v4,v3,v3-no-trace-context",
                         help="v4, v3 (with the trace lookups v1 observations need for "
                         "sessions and tags: one per page), v3-no-trace-context")
@@ -99,15 +114,19 @@ def main() -> None:
         requests = math.ceil(args.observations / page)
         if generation == "v3" and "trace_context" not in options:
             requests *= 2  # a trace lookup per page of observations
-        for latency in (float(x) for x in args.latencies.split(",")):
+        for latency in [float(x) for x in args.latencies.split(",")] * args.repeat:
             limit = math.ceil(requests / args.concurrency) * latency
             proc, url = _serve(generation, args.observations, latency)
             try:
                 with tempfile.TemporaryDirectory() as tmp:
+                    before = _process_cpu(proc.pid)
                     seconds, rows, stats = _read(url, args.concurrency, Path(tmp), **options)
+                    after = _process_cpu(proc.pid)
             finally:
                 proc.terminate()
                 proc.wait()
+            server = "" if before is None or after is None else \
+                f"; fake server {after - before:.2f} s"
             assert rows == args.observations, f"read {rows} rows, expected {args.observations}"
             print(f"{case} {latency * 1000:.0f} ms/request: {rows:,} records in "
                   f"{seconds:.2f} s ({stats['requests']} requests, pages of {page}); limit "
@@ -115,7 +134,8 @@ def main() -> None:
                   f"{rows / seconds:,.0f} records/s; CPU: reader {stats['cpu_s']:.2f} s + "
                   f"workers {stats['workers_cpu_s']:.2f} s "
                   f"({stats.get('pages_on_workers', 0)} pages) = "
-                  f"{(stats['cpu_s'] + stats['workers_cpu_s']) / rows * 1e6:.0f} µs/record")
+                  f"{(stats['cpu_s'] + stats['workers_cpu_s']) / rows * 1e6:.0f} µs/record"
+                  f"{server}; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
