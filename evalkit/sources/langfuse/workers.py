@@ -2,14 +2,16 @@
 pages is not bound by one process's CPU: the reader's event loop only receives bodies, hands
 each to an idle worker and takes back an Arrow table.
 
-Parsing a page of 1,000 observations (about 1 MB of JSON, ~40 keys each) into Python objects
-and mapping it to record columns takes ~10 ms of CPU and holds the GIL, so no thread can
-overlap it, and eight pages arrive per round trip at the default concurrency. The workers are
+Decoding a page of 1,000 observations (about 1 MB of JSON, ~40 keys each) into Python objects
+and mapping it to record columns takes 7-8 ms of CPU (msgspec structs; 9-10 ms from orjson's
+dicts) and holds the GIL, so no thread can overlap it, and eight pages arrive per round trip
+at the default concurrency. The workers run below the reader's priority (see _NICENESS). The
+workers are
 forked while the process has a single thread (a forked child imports nothing and starts in
 milliseconds); otherwise there are none and pages are mapped in the reader, as they always
 can be.
 
-A worker runs exactly the reader's own mapping function (:func:`map_page`) and answers an
+A worker runs exactly the reader's own mapping function (``_Reader.page_table``) and answers an
 empty message whenever the page does not map whole (a malformed body, an object that does not
 map, a value that does not fit its column): the reader then maps that page itself, which finds
 the rejects. So the records, rejects and their order do not depend on where a page was mapped.
