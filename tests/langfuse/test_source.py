@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_server import FakeLangfuse, Fault, SpecValidator, _obs, parse, score
+from fake_server import FakeLangfuse, Fault, SpecValidator, _obs, make_dataset, parse, score
 
 from evalkit.errors import SourceError
 from evalkit.results.writer import write_json
@@ -328,3 +328,18 @@ def test_the_spec_check_catches_drift() -> None:
     bad_score = {"data": [{"dataType": "BOOLEAN", "value": "yes"}], "meta": {"limit": 1}}
     assert spec.errors("GetScoresV3Response", bad_score)
     assert spec.errors("legacyObservationsViews", {"data": [], "meta": {"page": 1}})
+
+
+def test_the_fakes_type_index_selects_what_a_scan_selects() -> None:
+    server = FakeLangfuse("v4", validate=False)
+    make_dataset(server, 40, parse("2026-05-01T00:00:00Z"), parse("2026-05-02T00:00:00Z"))
+    window = {"fromStartTime": "2026-05-01T03:00:00.000Z", "toStartTime": "2026-05-01T20:00:00Z"}
+    for q in ({"type": "GENERATION"}, {"type": "SPAN", **window}, {"type": "GENERATION",
+              "level": "ERROR", **window}, {"type": "EVENT"}, {"level": "ERROR", **window}):
+        start = parse(q.get("fromStartTime", "2000-01-01T00:00:00Z")).timestamp()
+        end = parse(q.get("toStartTime", "2100-01-01T00:00:00Z")).timestamp()
+        scan = [(t, oid) for t, oid in server._index() if start <= t < end
+                and all(server.observations[oid].get(k) == v for k, v in q.items()
+                        if k in ("type", "level"))]
+        assert server._matching(q, None, True) == scan, q
+        assert scan or q["type"] == "EVENT"
