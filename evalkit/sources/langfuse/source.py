@@ -597,7 +597,7 @@ class _Reader:
                     if self.pool is not None and st.kind == "records" else None
                 items: list[Any] = []
                 columns = None
-                if table is None:
+                if table is None:  # no worker, or it declined (then typed fails again, fast)
                     with gc_paused():
                         if st.kind == "records":
                             table = self._typed_table(body)
@@ -662,9 +662,9 @@ class _Reader:
 
     def _typed_table(self, body: bytes) -> pa.Table | None:
         """:meth:`page_table`'s table when the page decodes and maps whole by msgspec
-        (:func:`mapping.typed_page_columns`: the same columns, a third of the CPU); ``None``
-        when it does not, or custom fields read the objects: the caller maps the page from
-        orjson's parse."""
+        (:func:`mapping.typed_page_columns`: the same columns for a fifth less CPU, 7-8 ms a
+        page of 1,000 instead of 9-10); ``None`` when it does not, or custom fields read the
+        objects: the caller maps the page from orjson's parse."""
         if self.custom:
             return None
         columns = mapping.typed_page_columns(body, self.cfg.read == "traces")
