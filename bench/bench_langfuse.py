@@ -4,7 +4,10 @@ The limit set by page size, latency and concurrency is ``ceil(requests / concurr
 latency`` with ``requests = ceil(N / page size)`` (twice that on v3 with trace context: one
 trace lookup per page); the target is to finish within 1.5× it.
 The fake server runs in its own process (``tests/langfuse/fake_server.py``) with every
-observation rendered beforehand, so its CPU competes as little as possible with the reader's.
+observation rendered beforehand, so its CPU competes as little as possible with the reader's,
+and answers each request 100 ms after it arrived: its own work (finding and assembling the
+page) happens within that time, as a real server's does. It is one thread, so a round's 8
+answers still leave one after another (the 1 MB writes).
 Prints, for each API generation (v4: cursor pages of 1000 over window shards; v3: pages of
 100) and each latency, the measured time, the limit, the ratio, and the reader's throughput
 with a near-zero latency (its CPU cost: JSON parsing, mapping, Arrow), in the reader's process

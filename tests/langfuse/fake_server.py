@@ -394,9 +394,18 @@ class FakeLangfuse:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Each answer leaves ``latency_s`` after its request arrived: the fake's own work
+        (finding and rendering the page) is done within that time, as a real server's is, so
+        one request's handling does not add to another's latency."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + self.latency_s
         self.requests.append((request.method, request.path, _query(request)))
+        response = await self._answer(request, handler)
         if self.latency_s:
-            await asyncio.sleep(self.latency_s)
+            await asyncio.sleep(max(0.0, due - loop.time()))
+        return response
+
+    async def _answer(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path != f"{P}/health":
             auth = request.headers.get("Authorization", "")
             expected = base64.b64encode(f"{PUBLIC_KEY}:{SECRET_KEY}".encode()).decode()
