@@ -6,10 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +19,6 @@ from evalkit.results.schemas import RECORDS, TABLES, conform
 
 if TYPE_CHECKING:
     import duckdb
-
-WRITES_AHEAD = 8  # tables (records or a judgment part) that may wait for the writer thread
 
 
 @contextlib.contextmanager
@@ -52,13 +47,7 @@ def write_json(data: Any, path: Path) -> None:
 class RunWriter:
     """The files of one run: ``records.parquet`` (streamed), ``judgments/part-*.parquet`` (one
     part per batch, each complete on its own), ``metrics``, ``alerts``, ``rejects`` and
-    ``manifest.json``.
-
-    Records and judgment parts are encoded and compressed on a writer thread (Arrow's Parquet
-    writer runs without the interpreter lock), in order, while the run judges the next
-    batch. At most :data:`WRITES_AHEAD` batches wait for it, so memory stays bounded; an
-    error in it is raised by the next call. The thread ends with :meth:`finish_records` or
-    :meth:`abort`, so a later run in the same process starts with none."""
+    ``manifest.json``."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
@@ -68,47 +57,21 @@ class RunWriter:
         self._records_tmp = run_dir / f".records.parquet.tmp-{os.getpid()}"
         self._records: pq.ParquetWriter | None = None
         self._parts = 0
-        self._thread: ThreadPoolExecutor | None = None
-        self._queued: deque[Future[None]] = deque()
-        self.write_s = 0.0  # time the writer thread spent writing
         self.n_records = 0
         self.n_judgments = 0
         # (judge, status) -> [judgments, summed cost or None, ok computed calls without a price]
         self.judgment_stats: dict[tuple[str, str], list[Any]] = {}
 
-    def _background(self, write: Callable[..., None], *args: Any) -> None:
-        if self._thread is None:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="evalkit-writer")
-        self._queued.append(self._thread.submit(self._timed, write, *args))
-        while len(self._queued) > WRITES_AHEAD:
-            self._queued.popleft().result()
-
-    def _timed(self, write: Callable[..., None], *args: Any) -> None:
-        t0 = time.perf_counter()
-        write(*args)
-        self.write_s += time.perf_counter() - t0
-
-    def _drain(self) -> None:
-        """Wait for every queued write (raising the first error) and end the thread."""
-        try:
-            while self._queued:
-                self._queued.popleft().result()
-        finally:
-            if self._thread is not None:
-                self._thread.shutdown(wait=True, cancel_futures=True)
-                self._thread = None
-
     def add_records(self, table: pa.Table) -> None:
         if self._records is None:
             self._records = pq.ParquetWriter(self._records_tmp, RECORDS, compression="zstd")
-        self._background(self._records.write_table, table)
+        self._records.write_table(table)
         self.n_records += table.num_rows
 
     def add_judgments(self, table: pa.Table) -> None:
         if not table.num_rows:
             return
-        self._background(write_parquet, table,
-                         self.judgments_dir / f"part-{self._parts:05d}.parquet")
+        write_parquet(table, self.judgments_dir / f"part-{self._parts:05d}.parquet")
         self._parts += 1
         self.n_judgments += table.num_rows
         self._count(table)
@@ -131,9 +94,7 @@ class RunWriter:
             acc[2] += row["unpriced_sum"]
 
     def finish_records(self) -> None:
-        """Finish the queued writes, then close and publish ``records.parquet`` (an empty
-        table if no batch came)."""
-        self._drain()
+        """Close and publish ``records.parquet`` (an empty table if no batch came)."""
         if self._records is None:
             write_parquet(RECORDS.empty_table(), self._records_path)
             return
@@ -151,8 +112,6 @@ class RunWriter:
 
     def abort(self) -> None:
         """Remove whatever temporary file is still open after a failure."""
-        with contextlib.suppress(Exception):
-            self._drain()
         if self._records is not None:
             with contextlib.suppress(Exception):
                 self._records.close()

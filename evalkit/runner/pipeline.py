@@ -266,7 +266,9 @@ def execute(rc: RunConfig) -> RunResult:
                 if item["values"] is not None:
                     n_excluded[item["values"]] = n_excluded.get(item["values"], 0) + \
                         item["counts"]
+            t1 = time.perf_counter()
             writer.add_records(table)
+            timings["write"] = timings.get("write", 0.0) + time.perf_counter() - t1
             for part in judge_runner.run(table):
                 writer.add_judgments(part)
             for part in ctx.imported:
@@ -278,7 +280,6 @@ def execute(rc: RunConfig) -> RunResult:
         ctx.imported.clear()
         writer.finish_records()
         timings.update(judge_runner.timings)
-        timings["write"] = writer.write_s  # on the writer thread, beside the judges
 
         t0 = time.perf_counter()
         metric_tables = []
