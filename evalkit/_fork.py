@@ -3,6 +3,7 @@ workers share."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
@@ -21,3 +22,18 @@ def can_fork() -> bool:
     """Whether workers can be forked now: on Linux while this process runs one thread (a fork
     beside other threads may copy a lock one of them holds)."""
     return start_method() == "fork"
+
+
+# Workers run below the priority of the process they work for, which stays on the critical
+# path: the Langfuse reader's event loop (it requests each page's successor as soon as the
+# page arrives) and the run's process that filters, judges and writes what the JSONL workers
+# map. The workers still take all the CPU it leaves.
+WORKER_NICENESS = 10
+
+
+def lower_priority() -> None:
+    """Called in a worker as it starts: run at :data:`WORKER_NICENESS` (where allowed)."""
+    try:
+        os.nice(WORKER_NICENESS)
+    except (AttributeError, OSError):  # no os.nice (Windows), or not allowed here
+        pass

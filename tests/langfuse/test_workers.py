@@ -169,7 +169,7 @@ def _niceness(body: bytes) -> pa.Table:
 def test_workers_run_below_the_readers_priority() -> None:
     import asyncio
 
-    from evalkit.sources.langfuse import workers
+    from evalkit._fork import WORKER_NICENESS
 
     pool = PagePool(1, _niceness)
     try:
@@ -177,4 +177,4 @@ def test_workers_run_below_the_readers_priority() -> None:
     finally:
         pool.close()
     assert table is not None
-    assert table.column("niceness")[0].as_py() == min(19, os.nice(0) + workers._NICENESS)
+    assert table.column("niceness")[0].as_py() == min(19, os.nice(0) + WORKER_NICENESS)

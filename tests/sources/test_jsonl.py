@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -305,10 +306,28 @@ def test_workers_default_to_none_for_small_inputs(tmp_path: Path, ctx: RunContex
     assert JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)._workers() == 0
     monkeypatch.setattr(jsonl, "PARALLEL_MIN_BYTES", 1)
     auto = JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)._workers()
-    assert auto == ((os.cpu_count() or 1) - 1 if can_fork() else 0)
+    assert auto == ((os.cpu_count() or 1) if can_fork() else 0)
     assert JsonlSource("s", JsonlSourceConfig(path=str(path), workers=3), ctx)._workers() == 3
     with pytest.raises(ValueError, match="workers: -1 is negative"):
         JsonlSourceConfig(path=str(path), workers=-1).validate()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux")
+def test_workers_run_below_the_run_priority(tmp_path: Path, ctx: RunContext) -> None:
+    """A JSONL worker lowers its own priority as it starts, so the run's process, which
+    filters, judges and writes, comes first; the run's own priority is untouched."""
+    import multiprocessing
+
+    import evalkit.sources.jsonl as jsonl
+    from evalkit._fork import WORKER_NICENESS
+
+    path = _write(tmp_path / "a.jsonl", ['{"output": "a"}'])
+    mine = os.nice(0)
+    with multiprocessing.get_context("fork").Pool(
+            1, initializer=jsonl._start_worker,
+            initargs=("s", JsonlSourceConfig(path=str(path)), ctx)) as pool:
+        assert pool.apply(os.nice, (0,)) == min(19, mine + WORKER_NICENESS)
+    assert os.nice(0) == mine
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 50_000])

@@ -5,11 +5,10 @@ each to an idle worker and takes back an Arrow table.
 Decoding a page of 1,000 observations (about 1 MB of JSON, ~40 keys each) into Python objects
 and mapping it to record columns takes 7-8 ms of CPU (msgspec structs; 9-10 ms from orjson's
 dicts) and holds the GIL, so no thread can overlap it, and eight pages arrive per round trip
-at the default concurrency. The workers run below the reader's priority (see _NICENESS). The
-workers are
-forked while the process has a single thread (a forked child imports nothing and starts in
-milliseconds); otherwise there are none and pages are mapped in the reader, as they always
-can be.
+at the default concurrency. The workers run below the reader's priority
+(:func:`evalkit._fork.lower_priority`). They are forked while the process has a single thread
+(a forked child imports nothing and starts in milliseconds); otherwise there are none and
+pages are mapped in the reader, as they always can be.
 
 A worker runs exactly the reader's own mapping function (``_Reader.page_table``) and answers an
 empty message whenever the page does not map whole (a malformed body, an object that does not
@@ -22,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
-import os
 import signal
 import socket
 import struct
@@ -32,18 +30,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc
 
+from evalkit._fork import lower_priority
+
 # A page mapper: the body of a cursor page -> its record table, raising when it does not map
 # whole (any exception: the reader maps the page itself).
 PageMapper = Callable[[bytes], pa.Table]
 
 _HEADER = struct.Struct("<Q")  # a message: its length, then its bytes
 _BUFFER = 4 << 20  # socket buffers that hold a whole page: one wake-up per message
-# Workers run at a lower priority than the reader: its event loop keeps the requests in
-# flight (each page's successor is requested as soon as the page arrives), so a reader queued
-# behind page mapping delays every later page of its cursor. The workers still take all the
-# CPU the reader leaves (on the benchmark, a round trip took ~10 ms less: 130-138 ms, was
-# 142-149 ms, at 100 ms of server latency).
-_NICENESS = 10
 
 
 class PagePool:
@@ -136,10 +130,7 @@ def _serve(sock: socket.socket, mapper: PageMapper, readers: list[socket.socket]
     for other in readers:
         other.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the reader stops the workers
-    try:
-        os.nice(_NICENESS)
-    except OSError:  # not allowed here: the worker runs at the reader's priority
-        pass
+    lower_priority()  # below the reader's event loop (a round trip took ~10 ms less)
     gc.disable()  # parsed pages hold no cycles: collections would free nothing
     while True:
         try:
