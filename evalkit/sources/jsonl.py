@@ -47,7 +47,8 @@ class FileSourceConfig:
 @dataclass(frozen=True)
 class JsonlSourceConfig(FileSourceConfig):
     # processes that parse and map lines beside the run (below its priority); null: one per
-    # core when the input is over 64 MiB, else 0 (all in the run's process)
+    # core when the input is over 64 MiB and there are 2 cores or more, else 0 (all in the
+    # run's process)
     workers: int | None = None
 
     def validate(self) -> None:
@@ -210,13 +211,15 @@ class JsonlSource:
     def _workers(self) -> int:
         """Worker processes for this read: as configured, else for an input over
         ``PARALLEL_MIN_BYTES``, when they can be forked now (this process has no threads), one
-        per core. They run below the run's process's priority, so they take the CPU it leaves
-        while it filters, judges and writes (on 2 cores, 1M records: two such workers 17.8-18.1
-        s, one at normal priority 20.7-20.9 s; two at normal priority starved the run)."""
+        per core (none on one core: nothing to run beside). They run below the run's process's
+        priority, so they take the CPU it leaves while it filters, judges and writes (on 2
+        cores, 1M records: two such workers 17.8-18.1 s, one at normal priority 20.7-20.9 s;
+        two at normal priority starved the run)."""
         if self.config.workers is not None:
             return self.config.workers
         big = sum(p.stat().st_size for p in self.paths) >= PARALLEL_MIN_BYTES
-        return (os.cpu_count() or 1) if big and can_fork() else 0
+        cores = os.cpu_count() or 1
+        return cores if cores > 1 and big and can_fork() else 0
 
     def _mapped(self) -> Iterator[tuple[Chunk, Mapped]]:
         """Each chunk with its mapping, in file order."""

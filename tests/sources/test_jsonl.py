@@ -306,7 +306,10 @@ def test_workers_default_to_none_for_small_inputs(tmp_path: Path, ctx: RunContex
     assert JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)._workers() == 0
     monkeypatch.setattr(jsonl, "PARALLEL_MIN_BYTES", 1)
     auto = JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)._workers()
-    assert auto == ((os.cpu_count() or 1) if can_fork() else 0)
+    cores = os.cpu_count() or 1
+    assert auto == (cores if cores > 1 and can_fork() else 0)
+    monkeypatch.setattr(jsonl.os, "cpu_count", lambda: 1)
+    assert JsonlSource("s", JsonlSourceConfig(path=str(path)), ctx)._workers() == 0
     assert JsonlSource("s", JsonlSourceConfig(path=str(path), workers=3), ctx)._workers() == 3
     with pytest.raises(ValueError, match="workers: -1 is negative"):
         JsonlSourceConfig(path=str(path), workers=-1).validate()
