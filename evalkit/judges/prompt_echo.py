@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,20 +45,26 @@ _NON_WORD = r"[^\pL\pN_]+"
 
 
 def _normalise_distinct(texts: pa.Array) -> pa.Array:
+    # the JSON cells alone go through the JSON-noise pass
     is_json = pc.fill_null(pc.match_substring_regex(texts, _JSON_LIKE), False)
-    n_json = pc.sum(is_json).as_py() or 0
-    if n_json == len(texts):
-        texts = pc.replace_substring_regex(texts, _JSON_NOISE, " ")
-    elif n_json:  # the JSON cells alone go through the JSON-noise pass
-        stripped = pc.replace_substring_regex(texts.filter(is_json), _JSON_NOISE, " ")
-        texts = pc.replace_with_mask(texts, is_json, stripped)
-    words = _ascii_words(texts)
+    texts = _where(is_json, texts, texts,
+                   lambda cells: pc.replace_substring_regex(cells, _JSON_NOISE, " "))
+    # cells with other characters than ASCII take the Unicode-aware regex
     other = pc.invert(pc.fill_null(pc.string_is_ascii(texts), True))
-    if pc.any(other).as_py():  # cells with other characters take the Unicode-aware regex
-        rest = texts.filter(other)
-        rest = pc.replace_substring_regex(pc.utf8_lower(rest), _NON_WORD, " ")
-        words = pc.replace_with_mask(words, other, pc.utf8_trim(rest, characters=" "))
-    return words
+    return _where(other, _ascii_words(texts), texts, lambda cells: pc.utf8_trim(
+        pc.replace_substring_regex(pc.utf8_lower(cells), _NON_WORD, " "), characters=" "))
+
+
+def _where(mask: pa.Array, base: pa.Array, source: pa.Array,
+           change: Callable[[pa.Array], pa.Array]) -> pa.Array:
+    """``base`` with the cells under ``mask`` replaced by ``change`` of those cells of
+    ``source`` (no filtering when the mask takes all or none)."""
+    n = pc.sum(mask).as_py() or 0
+    if n == 0:
+        return base
+    if n == len(mask):
+        return change(source)
+    return pc.replace_with_mask(base, mask, change(source.filter(mask)))
 
 
 # The same words for ASCII text, without a regex match per word gap (the cost of the regex
