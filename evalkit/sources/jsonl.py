@@ -271,18 +271,18 @@ class JsonlSource:
             return table, imported
         first = seen.first_met()
         keep, dups, lines = [], [], chunk.data.split(b"\n")
-        for rid, line in zip(ids, kept, strict=True):
+        for rid, line in zip(ids, kept, strict=True):  # (no id twice within a chunk)
             earlier = first.get(rid)
             keep.append(earlier is None)
             if earlier is None:
-                first[rid] = index << 40 | line
-                seen.ids.add(rid)
                 continue
             dups.append(rid)
             self.ctx.reject(self.name, f"{self.paths[index]}:{line}",
                             duplicate_id(rid, f"{self.paths[earlier >> 40]}:"
                                               f"{earlier & (1 << 40) - 1}"),
                             json_text(orjson.loads(lines[line - chunk.first])))
+        seen.add(index, [r for r, k in zip(ids, keep, strict=True) if k],
+                 [line for line, k in zip(kept, keep, strict=True) if k])
         gone = pa.array(dups, pa.string())
         imported = [t.filter(pc.invert(pc.is_in(t.column("record_id"), value_set=gone)))
                     for t in imported]
@@ -303,16 +303,15 @@ class _SeenIds:
     def add(self, index: int, ids: list[str], lines: list[int]) -> None:
         """Record a chunk (of file ``index``) none of whose ids was seen before."""
         self.ids.update(ids)
-        if self._first is None:
-            self._chunks.append((index, ids, lines))
-        else:
-            self._first.update(zip(ids, map(or_, lines, repeat(index << 40)), strict=True))
+        self._chunks.append((index, ids, lines))
+        if self._first is not None:
+            self.first_met()
 
     def first_met(self) -> dict[str, int]:
         """id -> where it was first met, for every id so far (kept up to date from now on)."""
         if self._first is None:
             self._first = {}
-            for index, ids, lines in self._chunks:
-                self._first.update(zip(ids, map(or_, lines, repeat(index << 40)), strict=True))
-            self._chunks = []
+        for index, ids, lines in self._chunks:
+            self._first.update(zip(ids, map(or_, lines, repeat(index << 40)), strict=True))
+        self._chunks = []
         return self._first
