@@ -344,7 +344,7 @@ class RecordBuilder:
         for col, parts in self.parts.items():
             if parts[0] not in present:
                 if col == "metadata" and self.extra_to_metadata and present - self.consumed:
-                    vals = self._with_extras([None] * n, present)
+                    vals = self._with_extras([None] * n, present, tops)
                     arrays[col] = self._column(col, vals, bad)
                 continue
             vals = self._values(parts, tops)
@@ -352,7 +352,7 @@ class RecordBuilder:
                 vals = [None if v is None else v if type(v) is str else json_text(v)
                         for v in vals]
             elif col == "metadata" and self.extra_to_metadata:
-                vals = self._with_extras(vals, present)
+                vals = self._with_extras(vals, present, tops)
             arrays[col] = self._column(col, vals, bad)
         if "record_id" not in self.mapping:
             # default id: file name and line, stable while the file is unchanged
@@ -433,7 +433,8 @@ class RecordBuilder:
             return [v.get(key) if type(v) is dict else walk(v, rest) for v in top]
         return [walk(v, rest) for v in top]
 
-    def _with_extras(self, vals: list[Any], present: set[str]) -> list[Any]:
+    def _with_extras(self, vals: list[Any], present: set[str],
+                     tops: dict[str, list[Any]]) -> list[Any]:
         """``vals``, with each missing value replaced by the row's unmapped keys (in the row's
         order), when it has any."""
         extra = present - self.consumed
@@ -443,7 +444,7 @@ class RecordBuilder:
             (key,) = extra
             unset = msgspec.UNSET
             return [v if v is not None or e is unset else {key: e}
-                    for v, e in zip(vals, self.typed.values(self.rows, key, [], {}),
+                    for v, e in zip(vals, self.typed.values(self.rows, key, [], tops),
                                     strict=True)]
         if len(extra) == 1:  # the usual shape: one key the mapping does not consume
             (key,) = extra
