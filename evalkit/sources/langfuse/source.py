@@ -654,11 +654,8 @@ class _Reader:
         if table is not None:
             return table
         items = _data(orjson.loads(body), "page")
-        columns = self._custom(items, mapping.observation_columns(
-            items, self.cfg.read == "traces"))
-        n = len(items)
-        columns["source"] = [self.src.name] * n
-        return _arrow_table(columns, n, self._page_columns)
+        return self._page_arrow(self._custom(items, mapping.observation_columns(
+            items, self.cfg.read == "traces")))
 
     def _typed_table(self, body: bytes) -> pa.Table | None:
         """:meth:`page_table`'s table when the page decodes and maps whole by msgspec
@@ -670,12 +667,16 @@ class _Reader:
         columns = mapping.typed_page_columns(body, self.cfg.read == "traces")
         if columns is None:
             return None
-        n = len(columns["record_id"])
-        columns["source"] = [self.src.name] * n
         try:
-            return _arrow_table(columns, n, self._page_columns)
+            return self._page_arrow(columns)
         except _ARROW_ERRORS:
             return None
+
+    def _page_arrow(self, columns: dict[str, Any]) -> pa.Table:
+        """A page's mapped columns, with ``source``, as a table of the v4 record columns."""
+        n = len(columns["record_id"])
+        columns["source"] = [self.src.name] * n
+        return _arrow_table(columns, n, self._page_columns)
 
     def _on_page(self, st: _Stream, items: list[Any], page: int, where: str,
                  columns: dict[str, Any] | None = None, table: pa.Table | None = None) -> None:
