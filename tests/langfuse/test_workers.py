@@ -29,6 +29,10 @@ def fake_v4_odd(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLangfuse]:
     confident = _obs("gen-confident-0", "trace-00002", "GENERATION", "llm-call", t0, t0, None,
                      "q", "a", 2)
     confident["metadata"] = {"confidence": "high"}  # not a number: a custom field rejects it
+    # children of their trace's root span: a trace with several root observations would make
+    # `read: traces` keep whichever root arrives first, which depends on timing
+    for obs in (naive, bad_level, confident):
+        obs["parentObservationId"] = "span-" + obs["traceId"].split("-")[1]
     for fake in _serve("v4", monkeypatch, n_traces=40, validate=False):  # _serve's teardown
         for obs in (naive, bad_level, confident):
             fake.add_observation(obs)
