@@ -34,9 +34,23 @@ def atomic_path(path: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
+# Columns whose values are (about) one per record: dictionary-encoding them only costs time
+# (the writer hashes every value before it gives up on the dictionary; at 1M records, 0.2 s
+# of 0.4 s for records.record_id and a third of the judgments' write), and DuckDB reads
+# them the same either way. Every other column keeps the dictionary: models, statuses,
+# labels and repeated prompts shrink with it.
+UNIQUE_COLUMNS = frozenset({"record_id", "trace_id", "observation_id", "timestamp"})
+
+
+def parquet_options(schema: pa.Schema) -> dict[str, Any]:
+    """How every run table is written: zstd, dictionaries where values repeat."""
+    return {"compression": "zstd",
+            "use_dictionary": [n for n in schema.names if n not in UNIQUE_COLUMNS]}
+
+
 def write_parquet(table: pa.Table, path: Path) -> None:
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, **parquet_options(table.schema))
 
 
 def write_json(data: Any, path: Path) -> None:
@@ -64,7 +78,8 @@ class RunWriter:
 
     def add_records(self, table: pa.Table) -> None:
         if self._records is None:
-            self._records = pq.ParquetWriter(self._records_tmp, RECORDS, compression="zstd")
+            self._records = pq.ParquetWriter(self._records_tmp, RECORDS,
+                                            **parquet_options(RECORDS))
         self._records.write_table(table)
         self.n_records += table.num_rows
 

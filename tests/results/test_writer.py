@@ -36,3 +36,34 @@ def test_judgment_stats_match_the_written_parts(tmp_path: Path) -> None:
     got = [(j, s, n, c, u) for (j, s), (n, c, u) in sorted(writer.judgment_stats.items())]
     assert got == expected
     assert got[0] == ("j1", "error", 1, None, 0) and got[1] == ("j1", "ok", 4, 0.75, 1)
+
+
+def test_unique_columns_are_written_without_a_dictionary(tmp_path: Path) -> None:
+    """record_id and timestamp (one value per record) skip the dictionary the writer would
+    build and drop; columns whose values repeat keep it; the values read back unchanged."""
+    import pyarrow.parquet as pq
+
+    from evalkit.results.schemas import RECORDS
+
+    writer = RunWriter(tmp_path / "run")
+    rows = [{"record_id": f"r{i}", "model": "m1" if i % 2 else "m2", "run_id": "x",
+             "timestamp": None} for i in range(1000)]
+    records = conform(rows, RECORDS)
+    writer.add_records(records)
+    writer.finish_records()
+    writer.add_judgments(conform([{"record_id": r["record_id"], "judge": "j", "status": "ok",
+                                   "origin": "computed"} for r in rows], JUDGMENTS,
+                                 {"run_id": "x"}))
+
+    def encodings(path: Path) -> dict[str, set[str]]:
+        group = pq.ParquetFile(path).metadata.row_group(0)
+        return {group.column(i).path_in_schema: set(group.column(i).encodings)
+                for i in range(group.num_columns)}
+
+    rec = encodings(tmp_path / "run" / "records.parquet")
+    jud = encodings(next((tmp_path / "run" / "judgments").glob("part-*.parquet")))
+    for enc in (rec["record_id"], jud["record_id"], rec["timestamp"]):
+        assert not enc & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    for enc in (rec["model"], jud["judge"], jud["status"]):
+        assert enc & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    assert pq.read_table(tmp_path / "run" / "records.parquet").equals(records)
