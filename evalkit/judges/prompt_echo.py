@@ -41,7 +41,10 @@ _JSON_LIKE = r"^\s*[\[{]"
 # one pass: role/type values, object keys, escapes (\n, \", \u00e9)
 _JSON_NOISE = (r'"(?:role|type|tool_call_id)"\s*:\s*"[^"]*"|"[A-Za-z_][A-Za-z0-9_]*"\s*:'
                r"|\\(?:u[0-9a-fA-F]{4}|.)")
-_NON_WORD = r"[^\pL\pN_]+"
+_NON_WORD = r"[^\pL\pN_]+"  # (the definition; ASCII bytes take the table below)
+# the same class without ASCII: in text that is mostly ASCII, one match per rare character
+# (a dash, a non-breaking space, an emoji) instead of one per gap between words
+_NON_ASCII_NON_WORD = r"[^\pL\pN_\x00-\x7f]+"
 
 
 def _normalise_distinct(texts: pa.Array) -> pa.Array:
@@ -49,10 +52,11 @@ def _normalise_distinct(texts: pa.Array) -> pa.Array:
     is_json = pc.fill_null(pc.match_substring_regex(texts, _JSON_LIKE), False)
     texts = _where(is_json, texts, texts,
                    lambda cells: pc.replace_substring_regex(cells, _JSON_NOISE, " "))
-    # cells with other characters than ASCII take the Unicode-aware regex
+    # cells with other characters than ASCII are lower-cased first (Unicode-aware) and their
+    # non-ASCII non-word characters become spaces; the byte table then does the ASCII rest
     other = pc.invert(pc.fill_null(pc.string_is_ascii(texts), True))
-    return _where(other, _ascii_words(texts), texts, lambda cells: pc.utf8_trim(
-        pc.replace_substring_regex(pc.utf8_lower(cells), _NON_WORD, " "), characters=" "))
+    return _where(other, _ascii_words(texts), texts, lambda cells: _ascii_words(
+        pc.replace_substring_regex(pc.utf8_lower(cells), _NON_ASCII_NON_WORD, " ")))
 
 
 def _where(mask: pa.Array, base: pa.Array, source: pa.Array,

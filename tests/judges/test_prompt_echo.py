@@ -137,3 +137,21 @@ def test_ascii_fast_path_gives_the_regex_words():
         regex = pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(stripped), pe._NON_WORD,
                                                         " "), characters=" ")
         assert pe._normalise_distinct(texts).to_pylist() == regex.to_pylist()
+
+
+def test_non_ascii_cells_give_the_regex_words_for_every_code_point():
+    """Cells with non-ASCII characters are lower-cased, their non-ASCII non-word characters
+    replaced, and the byte table does the rest: the words must be the Unicode regex's for
+    every code point (a letter that lower-cases to two, a sign that lower-cases to ASCII, a
+    mark, a space, an emoji), next to ASCII letters, digits, punctuation and each other."""
+    import pyarrow.compute as pc
+
+    import evalkit.judges.prompt_echo as pe
+
+    points = [chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000]
+    cells = ["".join(f"a{p}-{p}{p} 1{p}" for p in points[i:i + 40]) + " Ü"
+             for i in range(0, len(points), 40)]
+    texts = pa.array(cells, pa.string())
+    regex = pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(texts), pe._NON_WORD, " "),
+                         characters=" ")
+    assert pe._normalise_distinct(texts).to_pylist() == regex.to_pylist()
