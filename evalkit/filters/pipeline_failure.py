@@ -25,7 +25,9 @@ _ENVELOPE_HINT = r'(?s)^\s*"?\{.*(rawRequest|raw_request|request)\\?"\s*:'
 _NULL_COMPLETION_HINT = r'(?s)^\s*"?\{.*completion\\?"\s*:\s*null'
 _HTTP_ERROR_JSON = r'^\s*"?\{\s*\\?"(error|detail|errors)\\?"\s*:'
 _HTML_HINT = r"(?i)^\s*<(!doctype|html)"
-_HTTP_ERROR_HTML = r"(?is)^\s*(<!doctype html|<html).{0,400}\b(4\d\d|5\d\d)\b"
+# what every hint above starts with
+_HINT_START = r'^\s*(?:"?\{|<)'
+_HTTP_ERROR_HTML = re.compile(r"(?is)^\s*(<!doctype html|<html).{0,400}\b(4\d\d|5\d\d)\b")
 _REQUEST_KEYS = ("rawRequest", "raw_request", "request")
 _COMPLETION_KEYS = ("completion", "content", "text", "output", "choices", "message")
 # keys an SDK logs beside a completion that say nothing about whether there was one
@@ -91,7 +93,7 @@ def is_null_completion(text: str) -> bool:
 def is_http_error_body(text: str) -> bool:
     """True for an error object (``{"error": {...}}``, ``{"detail": ...}``) with no completion
     beside it, or an HTML error page."""
-    if re.match(_HTTP_ERROR_HTML, text):
+    if _HTTP_ERROR_HTML.match(text):
         return True
     obj = _json_object(text)
     return (obj is not None and any(obj.get(k) for k in ("error", "detail", "errors"))
@@ -107,6 +109,23 @@ def _confirm(output: pa.Array | pa.ChunkedArray, hint: pa.Array,
         for i, text in zip(idx.to_pylist(), output.take(idx).to_pylist(), strict=True):
             flags[i] = bool(text) and check(text)
     return pa.array(flags, pa.bool_())
+
+
+def _hints(output: pa.Array | pa.ChunkedArray) -> Callable[[str], pa.Array]:
+    """``pattern -> whether each output matches`` for the hint patterns, which all start
+    with ``_HINT_START``: an output that does not (most of them) is tested once, by that,
+    not by each pattern."""
+    if isinstance(output, pa.ChunkedArray):
+        output = output.combine_chunks()
+    n = len(output)
+    start = pc.fill_null(pc.match_substring_regex(output, _HINT_START), False)
+    some = pc.sum(start).as_py() or 0
+    if some == n:
+        return lambda pattern: pc.match_substring_regex(output, pattern)
+    candidates = output.filter(start)
+    no = pa.repeat(pa.scalar(False), n)
+    return lambda pattern: no if not some else pc.replace_with_mask(
+        no, start, pc.fill_null(pc.match_substring_regex(candidates, pattern), False))
 
 
 def failure_reasons(data: pa.RecordBatch | pa.Table, cfg: PipelineFailureConfig) -> pa.Array:
@@ -132,20 +151,19 @@ def failure_reasons(data: pa.RecordBatch | pa.Table, cfg: PipelineFailureConfig)
         first(pc.equal(pc.utf8_trim_whitespace(output), ""), "output is empty")
     if cfg.request_envelope or cfg.null_completion or cfg.http_error:
         # only JSON-ish or HTML-ish outputs can be any of these; test the rest no further
+        matches = _hints(output)
         still = pc.is_null(reason)
         if cfg.request_envelope:
-            hint = pc.and_(still, pc.match_substring_regex(output, _ENVELOPE_HINT))
+            hint = pc.and_(still, matches(_ENVELOPE_HINT))
             first(_confirm(output, hint, is_request_envelope),
                   "output is a logged request envelope, not a completion")
         if cfg.null_completion:
-            hint = pc.and_(pc.is_null(reason),
-                           pc.match_substring_regex(output, _NULL_COMPLETION_HINT))
+            hint = pc.and_(pc.is_null(reason), matches(_NULL_COMPLETION_HINT))
             first(_confirm(output, hint, is_null_completion),
                   "output is a completion object whose completion is null")
         if cfg.http_error:
             hint = pc.and_(pc.is_null(reason),
-                           pc.or_(pc.match_substring_regex(output, _HTTP_ERROR_JSON),
-                                  pc.match_substring_regex(output, _HTML_HINT)))
+                           pc.or_(matches(_HTTP_ERROR_JSON), matches(_HTML_HINT)))
             first(_confirm(output, hint, is_http_error_body), "output is an HTTP error body")
     if cfg.status_message_pattern:
         sm = data.column("status_message")

@@ -105,3 +105,32 @@ def test_helpers_direct():
     assert not is_null_completion('{"completion": null, "answer": "42"}')
     assert is_http_error_body('{"detail": "Not Found"}')
     assert not is_http_error_body('{"detail": "x", "choices": [{"text": "y"}]}')
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
+def test_hints_on_the_outputs_that_can_match_give_the_hints_on_all(batch, monkeypatch, share):
+    """The hint patterns run only on outputs starting with '{', '"{' or '<' (after
+    whitespace); the reasons must be those of running every pattern on every output, with
+    none, some or all outputs such candidates, nulls and table chunks among them."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import evalkit.filters.pipeline_failure as pf
+
+    rng = random.Random(3)
+    shaped = [json.dumps(ENVELOPE), " \n" + json.dumps(ENVELOPE, indent=2),
+              json.dumps(json.dumps(ENVELOPE)), '{"completion": null}',
+              '\t{"error": {"code": 500}}', "<!doctype html><h1>503</h1>", "<HTML>404</HTML>",
+              '{"name": "x"}', "<b>bold answer</b>"]
+    plain = ["Paris.", "", None, ' "quoted" {"error": 1}', "x{\"request\": 1}", "text <html>"]
+    rows = [{"output": rng.choice(shaped) if rng.random() < share else rng.choice(plain)}
+            for _ in range(400)]
+    table = pa.Table.from_batches([batch(rows[:150]), batch(rows[150:])])
+    got = pf.failure_reasons(table, PipelineFailureConfig())
+    monkeypatch.setattr(pf, "_hints", lambda output: lambda pattern: pc.fill_null(
+        pc.match_substring_regex(output, pattern), False))
+    assert got.to_pylist() == pf.failure_reasons(table, PipelineFailureConfig()).to_pylist()
+    assert (share == 0.0) == (got.null_count == 400 - sum(r["output"] in ("", None)
+                                                           for r in rows))
