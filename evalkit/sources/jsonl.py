@@ -7,12 +7,15 @@ duplicate is rejected the same way whichever process mapped its line."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import gzip
 import hashlib
 import os
+import shutil
+import tempfile
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 from operator import or_
@@ -97,9 +100,10 @@ def _decode_problem(line: bytes, exc: Exception) -> str:
     return f"malformed JSON: {exc}"
 
 
-# what mapping one chunk gives back: the records, the line of each, and the chunk's rejects
-# and imported judgments (ids are unique within the chunk, not yet across chunks)
-Mapped = tuple[pa.Table | None, list[int], list[dict[str, Any]], list[pa.Table]]
+# what mapping one chunk gives back: the records, the line of each (a range when no line of
+# the chunk was left out), and the chunk's rejects and imported judgments (ids are unique
+# within the chunk, not yet across chunks)
+Mapped = tuple[pa.Table | None, Sequence[int], list[dict[str, Any]], list[pa.Table]]
 
 
 class Chunk(NamedTuple):
@@ -132,19 +136,24 @@ def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef
                     continue
                 add(obj, (ref, lineno))
         table = builder.flush()
-    return table, [w[1] for w in builder.kept], ctx.rejects, ctx.imported
+    kept = builder.kept  # (the lines of a chunk rise: first and last tell a full range)
+    lines: Sequence[int] = range(kept[0][1], kept[-1][1] + 1) \
+        if kept and kept[-1][1] - kept[0][1] == len(kept) - 1 else [w[1] for w in kept]
+    return table, lines, ctx.rejects, ctx.imported
 
 
 _WORKER: tuple[str, FileSourceConfig, RunContext] | None = None
+_TRANSFER: str | None = None  # the directory a worker writes its tables to (see _put)
 
 
-def _start_worker(name: str, config: FileSourceConfig, ctx: RunContext) -> None:
-    global _WORKER
-    _WORKER = (name, config, ctx)
+def _start_worker(name: str, config: FileSourceConfig, ctx: RunContext,
+                  transfer: str | None = None) -> None:
+    global _WORKER, _TRANSFER
+    _WORKER, _TRANSFER = (name, config, ctx), transfer
     lower_priority()
 
 
-def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped:
+def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped | Sent:
     assert _WORKER is not None
     if chunk.size and not chunk.data:  # its bytes come from the file, not through a pipe
         with open(ref[0], "rb") as fh:
@@ -155,7 +164,50 @@ def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped:
             raise SourceError(f"{ref[0]} changed while it was read (bytes {chunk.offset}:"
                               f"{chunk.offset + chunk.size}); read it once it is complete")
         chunk = chunk._replace(data=data)
-    return map_chunk(*_WORKER, ref, chunk)
+    table, kept, rejects, imported = map_chunk(*_WORKER, ref, chunk)
+    if table is None or _TRANSFER is None:
+        return table, kept, rejects, imported
+    return _put(table, os.path.join(_TRANSFER, f"{chunk.index}-{chunk.first}.arrow")), \
+        kept, rejects, imported
+
+
+# how a worker hands a chunk's table back: the table itself (pickled through the pipe), or
+# the path of the file it wrote it to (see _put)
+Sent = tuple[pa.Table | str | None, Sequence[int], list[dict[str, Any]], list[pa.Table]]
+
+
+def _transfer_dir() -> str:
+    """A new directory for the tables the workers hand back: in ``/dev/shm`` (memory, never
+    written to disk) where there is one, else in the system's temporary directory."""
+    shm = "/dev/shm"
+    usable = os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)
+    return tempfile.mkdtemp(prefix="evalkit-jsonl-", dir=shm if usable else None)
+
+
+def _put(table: pa.Table, path: str) -> pa.Table | str:
+    """Write ``table`` to ``path`` as an Arrow IPC stream and return the path; the table
+    itself when the file cannot be written (a full ``/dev/shm``, say). Pickling a 50,000-row
+    table through the pipe costs the worker about three times the write, and the run's
+    process a copy, where :func:`_take` maps the file."""
+    try:
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as out:
+            out.write_table(table)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return table
+    return path
+
+
+def _take(path: str) -> pa.Table:
+    """The table :func:`_put` wrote to ``path``, read without a copy: its buffers point into
+    a memory map of the file, which they keep alive. The file is unlinked at once (its pages
+    are freed when the table is), so nothing is left behind whatever happens next."""
+    try:
+        with pa.memory_map(path) as source:
+            return pa.ipc.open_stream(source).read_all()
+    finally:
+        os.unlink(path)
 
 
 def _newlines(data: bytes) -> int:
@@ -164,6 +216,11 @@ def _newlines(data: bytes) -> int:
     view = np.frombuffer(data, np.uint8)
     return sum(int(np.count_nonzero(view[i:i + (1 << 20)] == 10))
                for i in range(0, len(view), 1 << 20))
+
+
+def _received(sent: Sent) -> Mapped:
+    table, kept, rejects, imported = sent
+    return _take(table) if isinstance(table, str) else table, kept, rejects, imported
 
 
 class JsonlSource:
@@ -234,22 +291,28 @@ class JsonlSource:
         from concurrent.futures import Future, ProcessPoolExecutor
 
         mp = multiprocessing.get_context(start_method())
-        pool = ProcessPoolExecutor(workers, mp_context=mp, initializer=_start_worker,
-                                   initargs=(self.name, self.config,
-                                             replace(self.ctx, rejects=[], imported=[])))
-        pending: deque[tuple[Chunk, Future[Mapped]]] = deque()
+        transfer = _transfer_dir()
         try:
-            for chunk in self._chunks():
-                wire = chunk if chunk.offset < 0 else chunk._replace(data=b"")
-                pending.append((chunk, pool.submit(_map_in_worker, refs[chunk.index], wire)))
-                if len(pending) > workers:  # bounded: at most one chunk queued per worker
+            pool = ProcessPoolExecutor(workers, mp_context=mp, initializer=_start_worker,
+                                       initargs=(self.name, self.config,
+                                                 replace(self.ctx, rejects=[], imported=[]),
+                                                 transfer))
+            pending: deque[tuple[Chunk, Future[Sent]]] = deque()
+            try:
+                for chunk in self._chunks():
+                    wire = chunk if chunk.offset < 0 else chunk._replace(data=b"")
+                    pending.append((chunk, pool.submit(_map_in_worker, refs[chunk.index],
+                                                       wire)))
+                    if len(pending) > workers:  # bounded: at most one chunk queued per worker
+                        chunk, future = pending.popleft()
+                        yield chunk, _received(future.result())
+                while pending:
                     chunk, future = pending.popleft()
-                    yield chunk, future.result()
-            while pending:
-                chunk, future = pending.popleft()
-                yield chunk, future.result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+                    yield chunk, _received(future.result())
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        finally:  # the files of chunks never taken (a failed worker, a read stopped early)
+            shutil.rmtree(transfer, ignore_errors=True)
 
     def read(self) -> Iterator[pa.Table]:
         seen = _SeenIds()
@@ -261,7 +324,7 @@ class JsonlSource:
             if table is not None and table.num_rows:
                 yield table
 
-    def _admit(self, table: pa.Table, kept: list[int], imported: list[pa.Table],
+    def _admit(self, table: pa.Table, kept: Sequence[int], imported: list[pa.Table],
                seen: _SeenIds, chunk: Chunk) -> tuple[pa.Table, list[pa.Table]]:
         """The rows of a chunk whose ids no earlier chunk had (and those rows' imports); the
         others are rejected as duplicates, as within a chunk."""
@@ -297,10 +360,10 @@ class _SeenIds:
 
     def __init__(self) -> None:
         self.ids: set[str] = set()
-        self._chunks: list[tuple[int, list[str], list[int]]] = []
+        self._chunks: list[tuple[int, list[str], Sequence[int]]] = []
         self._first: dict[str, int] | None = None
 
-    def add(self, index: int, ids: list[str], lines: list[int]) -> None:
+    def add(self, index: int, ids: list[str], lines: Sequence[int]) -> None:
         """Record a chunk (of file ``index``) none of whose ids was seen before."""
         self.ids.update(ids)
         self._chunks.append((index, ids, lines))
