@@ -29,6 +29,8 @@ def value_groups(column: pa.ChunkedArray | pa.Array) -> list[tuple[object, np.nd
         column = column.combine_chunks()
     encoded = pc.dictionary_encode(column, null_encoding="encode")
     codes = encoded.indices.to_numpy(zero_copy_only=False)
+    if len(encoded.dictionary) <= 1 << 16:  # numpy sorts 8- and 16-bit keys by radix: linear
+        codes = codes.astype(np.uint8 if len(encoded.dictionary) <= 1 << 8 else np.uint16)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
     return [(value, order[bounds[k]:bounds[k + 1]])

@@ -140,3 +140,23 @@ def test_signals_join_one_judgment_per_record_as_written_or_picked(tmp_path):
     assert picked.column("h").to_pylist() == [0.2, 0.4, 1.0, 0.6, 0.9]
     assert picked.column("h__status").to_pylist()[3] == "ok"
     assert picked.column("g").to_pylist() == plain.column("g").to_pylist()
+
+
+@pytest.mark.parametrize("distinct", [3, 300, 70_000])
+def test_value_groups_are_each_values_rows_in_order(distinct):
+    """Slices by value: each distinct value (null too) in order of first appearance with its
+    ascending row indices, whether the codes sort as 8-bit, 16-bit or wider keys."""
+    import pyarrow as pa
+
+    from evalkit.metrics._stats import value_groups
+
+    rng = np.random.default_rng(distinct)
+    picks = rng.integers(0, distinct + 1, 150_000)
+    values = [None if p == distinct else f"v{p}" for p in picks.tolist()]
+    column = pa.chunked_array([values[:70_000], values[70_000:]], pa.string())
+    groups = value_groups(column)
+    first = list(dict.fromkeys(values))
+    assert [v for v, _ in groups] == first
+    arr = np.array(["\0null" if v is None else v for v in values])
+    for value, idx in groups[:50] + groups[-50:]:
+        assert np.array_equal(idx, np.flatnonzero(arr == ("\0null" if value is None else value)))
