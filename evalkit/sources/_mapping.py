@@ -349,8 +349,8 @@ class RecordBuilder:
         typed = _typed(self.plan, extras, self.extra_to_metadata)
         try:
             rows = typed.decoder.decode_lines(data)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return False
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            return False  # (msgspec raises the last for a string that is not UTF-8)
         if len(rows) != lines:
             return False  # a blank line was skipped: line numbers would shift
         self.rows, self.typed, self.data = rows, typed, data

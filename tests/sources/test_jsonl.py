@@ -397,3 +397,17 @@ def test_duplicates_across_chunks_and_files_name_the_first_line(tmp_path: Path,
     assert reasons == {f"{bb}:3": f"duplicate record id '3' (first seen at {a}:4)",
                        f"{bb}:7": f"duplicate record id '12' (first seen at {bb}:4)",
                        f"{bb}:8": f"duplicate record id '5' (first seen at {a}:6)"}
+
+
+def test_a_value_that_is_not_utf8_past_the_first_line_is_a_reject(tmp_path: Path,
+                                                                  ctx: RunContext) -> None:
+    """Decoding a chunk at once meets the bad bytes as a UnicodeDecodeError (not a msgspec
+    error): the chunk goes line by line and the line becomes a reject (it crashed the read)."""
+    path = _write(tmp_path / "a.jsonl", ['{"id": "a", "output": "ok"}',
+                                         b'{"id": "b", "output": "bad \xff"}',
+                                         '{"id": "c", "output": "ok"}'])
+    for workers in (0, 2):
+        records, rejects, _ = _read(path, ctx, record_id="id", workers=workers)
+        assert [r["record_id"] for r in records] == ["a", "c"]
+        assert [r["location"] for r in rejects] == [f"{path}:2"]
+        assert rejects[0]["reason"].startswith("not UTF-8")
