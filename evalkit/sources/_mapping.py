@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 from msgspec.structs import astuple
 
 from evalkit._gc import gc_paused
@@ -346,7 +347,10 @@ class RecordBuilder:
         extras = frozenset(head) - self.consumed if self.extra_to_metadata else frozenset()
         if len(extras) > 1:  # metadata keeps each row's own key order, which structs lose
             return False
-        typed = _typed(self.plan, extras, self.extra_to_metadata)
+        try:
+            typed = _typed(self.plan, extras, self.extra_to_metadata)
+        except ValueError:  # msgspec takes no field name with '"', '\\' or control characters
+            return False
         try:
             rows = typed.decoder.decode_lines(data)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
@@ -380,8 +384,11 @@ class RecordBuilder:
         for col, parts in self.parts.items():
             if parts[0] not in present:
                 if col == "metadata" and self.extra_to_metadata and present - self.consumed:
-                    vals = self._with_extras([None] * n, present, tops)
-                    arrays[col] = self._column(col, vals, bad)
+                    text = self._extra_text(present, tops)
+                    if text is None:
+                        vals = self._with_extras([None] * n, present, tops)
+                        text = self._column(col, vals, bad)
+                    arrays[col] = text
                 continue
             vals = self._values(parts, tops)
             if col == "record_id":
@@ -506,6 +513,31 @@ class RecordBuilder:
                 v = {k: o[k] for k in o if k in extra}
             out.append(v)
         return out
+
+    def _extra_text(self, present: set[str],
+                    tops: dict[str, Sequence[Any]]) -> pa.Array | None:
+        """The metadata column of typed rows whose one extra key holds a string (or is
+        absent: no metadata) in every row, when no row has a metadata value: the text
+        ``{"key":"value"}`` joined by Arrow (a dict per row dumped by orjson cost three times
+        more). ``None`` when a value is not a string (a JSON null too: ``{"key":null}``) or
+        needs escaping in JSON: the general path does those."""
+        if self.typed is None:
+            return None
+        (key,) = present - self.consumed  # (typed rows have one extra key at most)
+        extra = self.typed.values(self.rows, key, [], tops)
+        if None in extra:  # a JSON null, which is kept: {"key":null}
+            return None
+        unset = msgspec.UNSET
+        vals = [None if v is unset else v for v in extra]
+        try:
+            text = pa.array(vals, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return None  # a number, an object, a list...
+        # orjson writes a string as is, between quotes, unless it has one of these
+        if pc.any(pc.match_substring_regex(text, r'["\\\x00-\x1f]')).as_py():
+            return None
+        head = "{" + orjson.dumps(key).decode() + ':"'
+        return pc.binary_join_element_wise(head, text, '"}', "")
 
     def _column(self, col: str, vals: Sequence[Any], bad: dict[int, str]) -> pa.Array:
         typ = RECORDS.field(col).type

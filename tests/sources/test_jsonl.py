@@ -411,3 +411,29 @@ def test_a_value_that_is_not_utf8_past_the_first_line_is_a_reject(tmp_path: Path
         assert [r["record_id"] for r in records] == ["a", "c"]
         assert [r["location"] for r in rejects] == [f"{path}:2"]
         assert rejects[0]["reason"].startswith("not UTF-8")
+
+
+@pytest.mark.parametrize("values", [
+    ["answer", "x", None, "é ünï ✓"],  # None: the row lacks the key
+    ["say \"hi\"", "back\\slash", "tab\there", "nl\n"],  # escaped by orjson: general path
+    ["a", 5, "b", "c"],  # a number among strings: general path
+    ["a", "json-null", "b", "c"],  # a null is kept as {"k":null}
+])
+@pytest.mark.parametrize("key", ["task", 'odd "key" é'])
+def test_the_one_extra_key_becomes_the_same_metadata_text_on_every_path(
+        tmp_path: Path, ctx: RunContext, values: list[Any], key: str) -> None:
+    """The metadata text of one extra key is {"key":value} in orjson's compact form, whether
+    Arrow joins it (string values) or orjson dumps a dict per row."""
+    import orjson
+
+    rows = []
+    for i, v in enumerate(values):
+        row: dict[str, Any] = {"id": str(i), "output": "o"}
+        if v is not None:
+            row[key] = None if v == "json-null" else v
+        rows.append(row)
+    path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in rows])
+    records, rejects, _ = _read(path, ctx, record_id="id")
+    want = [None if v is None else orjson.dumps({key: None if v == "json-null" else v}).decode()
+            for v in values]
+    assert [r["metadata"] for r in records] == want and not rejects
