@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -67,6 +68,33 @@ def _apply_filters(table: pa.Table, filters: list[tuple[PluginInstance, Any]],
     return table.set_column(idx("exclude_reason"), "exclude_reason", reason)
 
 
+class _RecordOrder:
+    """Where a batch's excluded and included records sit, to write a judge's skipped and
+    computed judgments as one part in record order. When every judge's judgments are in the
+    records' order, one per record, the run's metrics line them up with the records by
+    position instead of joining on record_id (see ``metrics._judged``)."""
+
+    def __init__(self, marked: pa.ChunkedArray, included_ids: pa.ChunkedArray) -> None:
+        self.marked = marked
+        self.included_ids = included_ids
+        self._rows: pa.Array | None = None
+
+    def parts(self, skipped: pa.Table | None, computed: pa.Table | None) -> list[pa.Table]:
+        """One judge's judgments of the batch: skipped and computed as one table in record
+        order when the judge gave one judgment per included record, in their order (the
+        usual case); else as they came."""
+        parts = [t for t in (skipped, computed) if t is not None]
+        if skipped is None or computed is None or \
+                computed.num_rows != len(self.included_ids) or \
+                not pc.all(pc.equal(computed.column("record_id"), self.included_ids)).as_py():
+            return parts
+        if self._rows is None:  # the skipped rows (excluded records) first, then computed
+            gone = np.asarray(self.marked.is_valid().to_numpy(zero_copy_only=False), bool)
+            self._rows = pa.array(np.argsort(np.concatenate(
+                [np.flatnonzero(gone), np.flatnonzero(~gone)]), kind="stable"))
+        return [pa.concat_tables([skipped, computed]).take(self._rows)]
+
+
 def _error_rows(record_ids: list[str], message: str) -> list[dict[str, Any]]:
     return [{"record_id": r, "status": "error", "error": message} for r in record_ids]
 
@@ -97,12 +125,13 @@ class _JudgeRunner:
         # the skipped judgments need these columns only (filtering copies every column)
         excluded = records.select(["record_id", "excluded_by", "exclude_reason"]).filter(
             pc.is_valid(marked))
-        out: list[pa.Table] = []
+        skipped: dict[str, pa.Table] = {}
+        judged: dict[str, pa.Table] = {}
         pending: list[tuple[PluginInstance, Any, pa.Table]] = []
         for inst, plugin in self.judges:
             data = self._inputs(plugin, records, included)
             if not getattr(plugin, "applies_to_excluded", False) and excluded.num_rows:
-                out.append(self._skipped(inst, plugin, excluded))
+                skipped[inst.name] = self._skipped(inst, plugin, excluded)
             if self.dry_run:
                 self._estimate(inst, plugin, data)
                 continue
@@ -118,10 +147,13 @@ class _JudgeRunner:
                 result = _error_rows(data.column("record_id").to_pylist(),
                                      f"{type(exc).__name__}: {exc}")
             self._add_time(inst, t0)
-            out.append(conform(result, JUDGMENTS, self._fill(inst, plugin)))
+            judged[inst.name] = conform(result, JUDGMENTS, self._fill(inst, plugin))
         if pending:
-            out.extend(asyncio.run(self._run_async(pending)))
-        return out
+            judged.update(zip([inst.name for inst, _, _ in pending],
+                              asyncio.run(self._run_async(pending)), strict=True))
+        order = _RecordOrder(marked, included.column("record_id"))
+        return [part for inst, _ in self.judges
+                for part in order.parts(skipped.get(inst.name), judged.get(inst.name))]
 
     async def _run_async(self, pending: list[tuple[PluginInstance, Any, pa.Table]]
                          ) -> list[pa.Table]:

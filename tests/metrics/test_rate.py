@@ -57,15 +57,15 @@ def test_metrics_of_one_connection_share_a_judge_join_and_no_other(tmp_path):
     (tmp_path / "b").mkdir()
     con = connect(tmp_path / "a", RECS, JUDG)
     queries = []
-    real = _judged.per_record
-    _judged.per_record = lambda c, q: queries.append(1) or real(c, q)
+    real = _judged._load
+    _judged._load = lambda *a: queries.append(1) or real(*a)
     try:
         rate = rows_by(RateMetric("r", RateConfig(judge="H", threshold=0.5), None).compute(con))
         mean = rows_by(MeanMetric("m", MeanConfig(judge="H"), None).compute(con))
         other = connect(tmp_path / "b", RECS, [{**j, "value": 0.0} for j in JUDG])
         mean_b = rows_by(MeanMetric("m", MeanConfig(judge="H"), None).compute(other))
     finally:
-        _judged.per_record = real
+        _judged._load = real
     assert len(queries) == 2  # run a: one join for both metrics; run b: its own
     assert rate[("r.raw", "all")]["value"] == pytest.approx(0.7)
     assert mean[("m.raw", "all")]["value"] == pytest.approx((7 * 0.95 + 3 * 0.1) / 10)
