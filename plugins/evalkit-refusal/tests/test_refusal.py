@@ -40,6 +40,19 @@ def test_flags_refusals(text: str | None, refused: bool) -> None:
         (float(refused), not refused, "refusal" if refused else "answer")
 
 
+@pytest.mark.parametrize("patterns, flagged", [
+    (["(?i)^i refuse", "NOPE"], [True, True, False, False]),  # (?i) only for its pattern
+    (["refuse$", "^nope"], [False, False, True, False]),
+    ([], [False, False, False, False]),  # no pattern flags nothing
+])
+def test_patterns_are_each_tested_with_their_own_flags(patterns: list[str],
+                                                       flagged: list[bool]) -> None:
+    texts = ["I REFUSE.", "NOPE, never", "nope: I refuse", None]
+    judge = RefusalJudge("refusal", RefusalConfig(patterns=patterns), ctx=None)
+    out = judge.judge(pa.table({"record_id": list("abcd"), "output": pa.array(texts)}))
+    assert out.column("value").to_pylist() == [float(f) for f in flagged]
+
+
 def test_bad_pattern_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"judges.refusal.patterns: '\(' is not a valid regex"):
         validate_dataclass(RefusalConfig, {"patterns": ["("]}, "judges.refusal", "judge")

@@ -36,12 +36,14 @@ class RefusalJudge:
 
     def __init__(self, name: str, config: RefusalConfig, ctx: object) -> None:
         self.config = config
+        # one pass for all patterns: each in its own group, so its inline flags ((?i))
+        # stay within it
+        self.any_pattern = "|".join(f"(?:{p})" for p in config.patterns)
 
     def judge(self, batch: pa.Table) -> pa.Table:
         output = pc.fill_null(batch.column("output"), "")
-        hit = pa.array([False] * batch.num_rows)
-        for pattern in self.config.patterns:
-            hit = pc.or_(hit, pc.match_substring_regex(output, pattern))
+        hit = pc.match_substring_regex(output, self.any_pattern) if self.config.patterns \
+            else pa.repeat(pa.scalar(False), batch.num_rows)
         return pa.table({
             "record_id": batch.column("record_id"),
             "value": pc.cast(hit, pa.float64()),
