@@ -80,7 +80,12 @@ class Metric(Protocol):
     """Summarises a run. ``compute`` gets a DuckDB connection with the run's ``records``,
     ``judgments`` (and ``included``: records not excluded) as views and returns metric rows
     (columns of :data:`evalkit.results.schemas.METRICS`; ``metric`` defaults to the instance
-    name, ``run_id`` and ``plugin`` are filled in by the runner)."""
+    name, ``run_id`` and ``plugin`` are filled in by the runner).
+
+    Optional class attribute: ``thread_safe = True`` says ``compute`` may run on another
+    thread beside other metrics, with a cursor of its own (it keeps no state outside the
+    instance and the connection it is given). A run whose metrics all say so computes them
+    on a thread per core; one metric without it keeps them all on the run's thread."""
 
     Config: ClassVar[type]
     higher_is_better: ClassVar[bool | None]

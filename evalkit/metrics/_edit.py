@@ -106,6 +106,7 @@ class _ActionRate:
 
     Config = EditConfig
     higher_is_better = False
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
     action = ""
 
     def __init__(self, name: str, config: EditConfig, ctx: object) -> None:

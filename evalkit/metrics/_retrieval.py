@@ -85,6 +85,7 @@ class ContextPrecisionMetric:
 
     Config = ContextPrecisionConfig
     higher_is_better = True
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: ContextPrecisionConfig, ctx: object) -> None:
         self.name = name
@@ -143,6 +144,7 @@ class ContextRecallMetric:
 
     Config = ContextRecallConfig
     higher_is_better = True
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: ContextRecallConfig, ctx: object) -> None:
         self.name = name

@@ -35,6 +35,7 @@ class AgreementMetric:
 
     Config = PairConfig
     higher_is_better = True
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: PairConfig, ctx: object) -> None:
         self.name = name

@@ -111,6 +111,7 @@ class CitationPrecisionMetric:
 
     Config = CitationPrecisionConfig
     higher_is_better = True
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: CitationPrecisionConfig, ctx: object) -> None:
         self.name = name

@@ -40,6 +40,7 @@ class CostPerSuccessMetric:
 
     Config = CostPerSuccessConfig
     higher_is_better = False
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: CostPerSuccessConfig, ctx: object) -> None:
         self.name = name

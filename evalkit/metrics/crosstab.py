@@ -58,6 +58,7 @@ class CrosstabMetric:
 
     Config = CrosstabConfig
     higher_is_better = None
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: CrosstabConfig, ctx: object) -> None:
         self.name = name

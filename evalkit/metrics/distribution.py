@@ -62,6 +62,7 @@ class DistributionMetric:
 
     Config = DistributionConfig
     higher_is_better = None
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: DistributionConfig, ctx: object) -> None:
         self.name = name

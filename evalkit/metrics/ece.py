@@ -117,6 +117,7 @@ class ExpectedCalibrationError:
 
     Config = EceConfig
     higher_is_better = False
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: EceConfig, ctx: object) -> None:
         self.name = name

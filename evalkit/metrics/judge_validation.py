@@ -35,6 +35,7 @@ class JudgeValidationMetric:
 
     Config = JudgeValidationConfig
     higher_is_better = True
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: JudgeValidationConfig, ctx: object) -> None:
         self.name = name

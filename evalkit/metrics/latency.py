@@ -41,6 +41,7 @@ class LatencyMetric:
 
     Config = LatencyConfig
     higher_is_better = False
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: LatencyConfig, ctx: object) -> None:
         self.name = name

@@ -16,6 +16,7 @@ class MeanMetric:
 
     Config = JudgeMetricConfig
     higher_is_better = None
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: JudgeMetricConfig, ctx: object) -> None:
         self.name = name

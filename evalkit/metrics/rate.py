@@ -31,6 +31,7 @@ class RateMetric:
 
     Config = RateConfig
     higher_is_better = False
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: RateConfig, ctx: object) -> None:
         self.name = name

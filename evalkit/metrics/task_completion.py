@@ -61,6 +61,7 @@ class TaskCompletionMetric:
 
     Config = OutcomeConfig
     higher_is_better = True
+    thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: OutcomeConfig, ctx: object) -> None:
         self.name = name
