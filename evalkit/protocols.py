@@ -70,7 +70,10 @@ class Judge(Protocol):
     Class attributes: ``applies_to_excluded`` (default False) lets a judge see records that a
     filter set aside; otherwise the runner writes a ``status='skipped'`` judgment for them.
     Optional: ``judge_model`` (str), ``estimate(batch) -> dict`` for ``runner.dry_run``
-    (keys ``calls``, ``input_tokens``, ``cost_usd``), and ``close()``."""
+    (keys ``calls``, ``input_tokens``, ``cost_usd``), and ``close()``. ``thread_safe = True``
+    says ``judge`` may run on a thread other than the one that built the judge (it keeps no
+    thread-bound resource, such as a sqlite connection); when every judge of a run says so,
+    each batch is judged on a thread while the run reads, filters and writes the next."""
 
     Config: ClassVar[type]
 

@@ -39,6 +39,7 @@ class ContainsJudge:
     that is the only needle, is an error judgment."""
 
     Config = ContainsConfig
+    thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
 
     def __init__(self, name: str, config: ContainsConfig, ctx: object) -> None:
         self.config = config

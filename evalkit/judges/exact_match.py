@@ -41,6 +41,7 @@ class ExactMatchJudge:
     with ``json``, so is a side that is not JSON."""
 
     Config = ExactMatchConfig
+    thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
 
     def __init__(self, name: str, config: ExactMatchConfig, ctx: object) -> None:
         self.config = config

@@ -16,6 +16,7 @@ class PipelineFailureJudge:
     with the reason as the explanation; 0.0 (label ``completion``) otherwise."""
 
     Config = PipelineFailureConfig
+    thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
     applies_to_excluded = True
 
     def __init__(self, name: str, config: PipelineFailureConfig, ctx: object) -> None:

@@ -248,6 +248,7 @@ class PromptEchoJudge:
     threshold."""
 
     Config = PromptEchoConfig
+    thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
 
     def __init__(self, name: str, config: PromptEchoConfig, ctx: object) -> None:
         self.config = config

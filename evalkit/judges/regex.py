@@ -33,6 +33,7 @@ class RegexJudge:
     null cell is an error judgment (nothing to test), not a non-match."""
 
     Config = RegexConfig
+    thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
 
     def __init__(self, name: str, config: RegexConfig, ctx: object) -> None:
         self.config = config

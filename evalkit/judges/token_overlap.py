@@ -78,6 +78,7 @@ class TokenOverlapJudge:
     content words, or a record with nothing to check against, is an error, not a score."""
 
     Config = TokenOverlapConfig
+    thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
 
     def __init__(self, name: str, config: TokenOverlapConfig, ctx: object) -> None:
         self.config = config

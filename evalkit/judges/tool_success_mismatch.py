@@ -135,6 +135,7 @@ class ToolSuccessMismatchJudge:
     itself. A record with no tool results is ``skipped`` (not applicable)."""
 
     Config = ToolSuccessMismatchConfig
+    thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
 
     def __init__(self, name: str, config: ToolSuccessMismatchConfig, ctx: object) -> None:
         self.config = config

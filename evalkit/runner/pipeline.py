@@ -10,7 +10,7 @@ import os
 import secrets
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -228,6 +228,50 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
     return rows
 
 
+class _Judging:
+    """Judges each batch and writes its judgments (then the scores its records imported), in
+    batch order. When every judge is ``thread_safe`` (the deterministic built-ins; never in a
+    dry run), a batch is judged on a thread while the run's thread reads, filters and writes
+    the next one: Arrow, numpy and the Parquet writer leave the interpreter free, so the two
+    share the cores. One batch is judged at a time: a judge is never called twice at once."""
+
+    def __init__(self, runner: _JudgeRunner, writer: RunWriter) -> None:
+        self.runner = runner
+        self.writer = writer
+        plugins = [plugin for _, plugin in runner.judges]
+        overlap = plugins and not runner.dry_run and (os.cpu_count() or 1) > 1 and \
+            all(getattr(plugin, "thread_safe", False) for plugin in plugins)
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="evalkit-judges") \
+            if overlap else None
+        self.pending: tuple[Future[list[pa.Table]], list[pa.Table]] | None = None
+
+    def submit(self, records: pa.Table, imported: list[pa.Table]) -> None:
+        """Judge ``records`` (then write ``imported``, the scores they carried)."""
+        if self.pool is None:
+            self._write(self.runner.run(records), imported)
+            return
+        self.finish()
+        self.pending = (self.pool.submit(self.runner.run, records), imported)
+
+    def finish(self) -> None:
+        """Write what the batch being judged gave (its judge's error is raised here)."""
+        if self.pending is not None:
+            future, imported = self.pending
+            self.pending = None
+            self._write(future.result(), imported)
+
+    def _write(self, parts: list[pa.Table], imported: list[pa.Table]) -> None:
+        for part in [*parts, *imported]:
+            self.writer.add_judgments(part)
+
+    def close(self) -> None:
+        """End the thread; after a failure, once the batch being judged is done (its
+        judgments are not written)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
 def _compute_metrics(rc: RunConfig, ctx: RunContext, timings: dict[str, float]
                      ) -> list[pa.Table]:
     """Each metric's rows, in config order. When every metric is ``thread_safe`` (the
@@ -335,6 +379,7 @@ def execute(rc: RunConfig) -> RunResult:
         "run_dir": str(run_dir), "config": rc.composed,
     }
     judge_runner = _JudgeRunner(judges, run_id, rc.runner.dry_run)
+    judging = _Judging(judge_runner, writer)
     n_excluded: dict[str, int] = {}
     try:
         t0 = time.perf_counter()
@@ -350,12 +395,10 @@ def execute(rc: RunConfig) -> RunResult:
             t1 = time.perf_counter()
             writer.add_records(table)
             timings["write"] = timings.get("write", 0.0) + time.perf_counter() - t1
-            for part in judge_runner.run(table):
-                writer.add_judgments(part)
-            for part in ctx.imported:
-                writer.add_judgments(part)
+            judging.submit(table, list(ctx.imported))
             ctx.imported.clear()
             t0 = time.perf_counter()
+        judging.finish()
         for part in ctx.imported:
             writer.add_judgments(part)
         ctx.imported.clear()
@@ -371,6 +414,7 @@ def execute(rc: RunConfig) -> RunResult:
         rejects = writer.write_table("rejects", [{"run_id": run_id, **r} for r in ctx.rejects])
         timings["metrics"] = time.perf_counter() - t0
     except BaseException as exc:
+        judging.close()  # (before the files it would write to go)
         writer.abort()
         manifest.update(status="failed", error=f"{type(exc).__name__}: {exc}",
                         finished_at=datetime.now(timezone.utc).isoformat(),
@@ -378,6 +422,7 @@ def execute(rc: RunConfig) -> RunResult:
         writer.write_manifest(manifest)
         raise
     finally:
+        judging.close()
         for _, plugin in judges:
             close = getattr(plugin, "close", None)
             if close is not None:

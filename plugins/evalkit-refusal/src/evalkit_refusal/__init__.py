@@ -33,6 +33,7 @@ class RefusalJudge:
     """value 1.0 when any pattern matches the output, else 0.0; vectorised with Arrow."""
 
     Config = RefusalConfig
+    thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
 
     def __init__(self, name: str, config: RefusalConfig, ctx: object) -> None:
         self.config = config

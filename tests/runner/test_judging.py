@@ -1,0 +1,142 @@
+"""Judging a batch on a thread while the run reads, filters and writes the next (every judge
+``thread_safe``): the same judgments in the same order as judging in line, a judge's failure
+still fails the run, and a judge that is not thread-safe keeps them all in line."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from omegaconf import OmegaConf
+
+from evalkit.config import load
+from evalkit.errors import EvalkitError
+from evalkit.runner import pipeline
+from evalkit.runner.pipeline import _Judging, execute
+
+
+class _Safe:
+    thread_safe = True
+
+
+SAFE = _Safe()
+
+
+class _Runner:
+    """Stands in for the judge runner: one part per batch, naming the thread it ran on."""
+
+    def __init__(self, plugin: Any = SAFE, fail_on: int | None = None) -> None:
+        self.judges = [(None, plugin)]
+        self.dry_run = False
+        self.fail_on = fail_on
+        self.threads: list[str] = []
+
+    def run(self, records: pa.Table) -> list[pa.Table]:
+        self.threads.append(threading.current_thread().name)
+        batch = records.column("b")[0].as_py()
+        if batch == self.fail_on:
+            raise EvalkitError(f"judge failed on batch {batch}")
+        return [pa.table({"computed": [batch]})]
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.parts: list[dict[str, Any]] = []
+
+    def add_judgments(self, table: pa.Table) -> None:
+        self.parts.append(table.to_pylist()[0])
+
+
+def _judge_batches(runner: _Runner, n: int) -> tuple[_Judging, _Writer]:
+    writer = _Writer()
+    judging = _Judging(runner, writer)  # type: ignore[arg-type]
+    for b in range(n):
+        judging.submit(pa.table({"b": [b]}), [pa.table({"imported": [b]})])
+    judging.finish()
+    judging.close()
+    return judging, writer
+
+
+def test_parts_are_written_in_batch_order_computed_then_imported(monkeypatch):
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    runner = _Runner()
+    _, writer = _judge_batches(runner, 4)
+    assert writer.parts == [p for b in range(4) for p in ({"computed": b}, {"imported": b})]
+    assert runner.threads == ["evalkit-judges_0"] * 4
+    assert not [t for t in threading.enumerate() if t.name.startswith("evalkit-judges")]
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 1)  # one core: judged in line
+    inline = _Runner()
+    _, same = _judge_batches(inline, 4)
+    assert same.parts == writer.parts and inline.threads == ["MainThread"] * 4
+
+
+def test_a_judge_that_is_not_thread_safe_is_judged_in_line(monkeypatch):
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    runner = _Runner(object())  # (an LLM judge, state_check's database connection...)
+    _judge_batches(runner, 2)
+    assert runner.threads == ["MainThread"] * 2
+
+
+def test_a_judge_error_is_raised_and_nothing_after_it_is_written(monkeypatch):
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    writer = _Writer()
+    judging = _Judging(_Runner(fail_on=1), writer)  # type: ignore[arg-type]
+    judging.submit(pa.table({"b": [0]}), [])
+    judging.submit(pa.table({"b": [1]}), [])
+    with pytest.raises(EvalkitError, match="batch 1"):
+        judging.submit(pa.table({"b": [2]}), [])
+    judging.close()
+    assert writer.parts == [{"computed": 0}]
+
+
+def _run(tmp_path: Path, data: Path, name: str) -> Path:
+    cfg = OmegaConf.create({
+        "experiment": name,
+        "source": {"plugin": "jsonl", "path": str(data), "record_id": "id",
+                   "batch_size": 7, "workers": 0, "scores": {"H": "h"}},
+        "filters": {"pipeline_failure": {"plugin": "pipeline_failure"}},
+        "judges": {"prompt_echo": {"plugin": "prompt_echo"},
+                   "refusal": {"plugin": "refusal"}},
+        "metrics": {"echo_rate": {"plugin": "rate", "judge": "prompt_echo"}},
+        "runner": {"runs_dir": str(tmp_path / "runs"), "summary": False},
+    })
+    return execute(load(cfg)).run_dir
+
+
+def test_a_run_judged_on_the_thread_writes_what_one_judged_in_line_writes(tmp_path,
+                                                                         monkeypatch):
+    rows = [{"id": f"r{i}", "model": "m", "h": i / 40,
+             "level": "ERROR" if i % 9 == 0 else "DEFAULT", "input": f"Copy this {i} text.",
+             "output": f"copy this {i} text" if i % 3 else "I'm sorry, but I can't help."}
+            for i in range(40)]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    seen: list[str] = []
+    judge = pipeline._JudgeRunner.run
+
+    def run(self: Any, records: pa.Table) -> list[pa.Table]:
+        seen.append(threading.current_thread().name)
+        return judge(self, records)
+
+    monkeypatch.setattr(pipeline._JudgeRunner, "run", run)
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    threaded = _run(tmp_path, data, "threaded")
+    assert set(seen) == {"evalkit-judges_0"} and len(seen) == 6
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 1)
+    inline = _run(tmp_path, data, "inline")
+    assert seen[6:] == ["MainThread"] * 6
+
+    def table(run_dir: Path, name: str) -> list[dict[str, Any]]:
+        parts = sorted((run_dir / name).glob("part-*.parquet")) if name == "judgments" \
+            else [run_dir / f"{name}.parquet"]
+        return [{k: v for k, v in row.items() if k != "run_id"}
+                for p in parts for row in pq.read_table(p).to_pylist()]
+
+    for name in ("records", "judgments", "metrics"):
+        assert table(threaded, name) == table(inline, name), name
+    assert len(table(threaded, "judgments")) == 40 * 2 + 40
