@@ -437,3 +437,36 @@ def test_the_one_extra_key_becomes_the_same_metadata_text_on_every_path(
     want = [None if v is None else orjson.dumps({key: None if v == "json-null" else v}).decode()
             for v in values]
     assert [r["metadata"] for r in records] == want and not rejects
+
+
+def test_worker_chunks_counted_where_read_give_what_the_run_process_reads(
+        tmp_path: Path, ctx: RunContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With workers, a block of a plain file that needs no cut is counted where it was read
+    and sent without its bytes; its duplicates (against earlier chunks) are rejected with the
+    line read back from the file: the same records and rejects as without workers."""
+    import evalkit.sources.jsonl as jsonl
+
+    lines: list[str | bytes] = [json.dumps({"id": f"r{i % 23}", "output": "o" * (i % 7)})
+                                for i in range(60)]
+    lines[9] = '{"id": "broken'
+    path = _write(tmp_path / "a.jsonl", lines)
+    monkeypatch.setattr(jsonl, "FIRST_READ", 120)
+    chunks = list(JsonlSource("s", JsonlSourceConfig(path=str(path), batch_size=8),
+                              ctx)._chunks(with_data=False))
+    assert sum(not c.data for c in chunks) >= len(chunks) // 2 >= 3
+    assert [c.first for c in chunks] == [1] + [sum(c.lines for c in chunks[:k]) + 1
+                                             for k in range(1, len(chunks))]
+    assert sum(c.lines for c in chunks) == 60
+    read_back = []
+    real = jsonl._chunk_bytes
+    monkeypatch.setattr(jsonl, "_chunk_bytes",
+                        lambda p, c: read_back.append(not c.data) or real(p, c))
+    options = {"record_id": "id", "batch_size": 8}
+    pooled = _read(path, ctx, workers=2, **options)
+    assert any(read_back)  # a duplicate's line was read back from the file
+    assert pooled == _read(path, ctx, workers=0, **options)
+    records, rejects, _ = pooled
+    assert len(records) == 23
+    dup = next(r for r in rejects if r["location"].endswith(":60"))
+    assert dup["reason"] == f"duplicate record id 'r13' (first seen at {path}:14)"
+    assert json.loads(dup["raw"]) == json.loads(lines[59])
