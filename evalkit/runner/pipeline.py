@@ -231,22 +231,31 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
 class _Judging:
     """Judges each batch and writes its judgments (then the scores its records imported), in
     batch order. When every judge is ``thread_safe`` (the deterministic built-ins; never in a
-    dry run), a batch is judged on a thread while the run's thread reads, filters and writes
-    the next one: Arrow, numpy and the Parquet writer leave the interpreter free, so the two
-    share the cores. One batch is judged at a time: a judge is never called twice at once."""
+    dry run) and the source parses its input on worker processes (``parses_beside``: a large
+    JSONL file), a batch is judged on a thread while the run's thread takes the next one:
+    Arrow, numpy and the Parquet writer leave the interpreter free, so the two share the
+    cores (1M records: 3% less wall time for the same CPU). A source that parses on the
+    run's thread would hold the interpreter against the judges (100k records in one
+    process: 15% slower), so its batches are judged in line. One batch is judged at a time:
+    a judge is never called twice at once."""
 
-    def __init__(self, runner: _JudgeRunner, writer: RunWriter) -> None:
+    def __init__(self, runner: _JudgeRunner, writer: RunWriter, source: Any) -> None:
         self.runner = runner
         self.writer = writer
+        self.source = source
         plugins = [plugin for _, plugin in runner.judges]
-        overlap = plugins and not runner.dry_run and (os.cpu_count() or 1) > 1 and \
+        self.can_overlap = bool(plugins) and not runner.dry_run and \
+            (os.cpu_count() or 1) > 1 and \
             all(getattr(plugin, "thread_safe", False) for plugin in plugins)
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="evalkit-judges") \
-            if overlap else None
+        self.pool: ThreadPoolExecutor | None = None
         self.pending: tuple[Future[list[pa.Table]], list[pa.Table]] | None = None
 
     def submit(self, records: pa.Table, imported: list[pa.Table]) -> None:
         """Judge ``records`` (then write ``imported``, the scores they carried)."""
+        if self.can_overlap:  # decided at the first batch, once the source has started
+            self.can_overlap = False
+            if getattr(self.source, "parses_beside", False):
+                self.pool = ThreadPoolExecutor(1, thread_name_prefix="evalkit-judges")
         if self.pool is None:
             self._write(self.runner.run(records), imported)
             return
@@ -379,7 +388,7 @@ def execute(rc: RunConfig) -> RunResult:
         "run_dir": str(run_dir), "config": rc.composed,
     }
     judge_runner = _JudgeRunner(judges, run_id, rc.runner.dry_run)
-    judging = _Judging(judge_runner, writer)
+    judging = _Judging(judge_runner, writer, source)
     n_excluded: dict[str, int] = {}
     try:
         t0 = time.perf_counter()

@@ -244,6 +244,9 @@ class JsonlSource:
         self.config = config
         self.ctx = ctx
         self.paths = resolve_paths(config.path, "JSONL")
+        # whether the read maps its lines on worker processes (known once it starts): the
+        # run's thread is then free to share the cores with judges beside it
+        self.parses_beside = False
 
     def fingerprint(self) -> dict[str, Any]:
         return fingerprint(self.paths)
@@ -309,6 +312,7 @@ class JsonlSource:
         """Each chunk with its mapping, in file order."""
         refs = [(str(p), p.name) for p in self.paths]
         workers = self._workers()
+        self.parses_beside = bool(workers)
         if not workers:
             for chunk in self._chunks():
                 yield chunk, map_chunk(self.name, self.config, self.ctx, refs[chunk.index],

@@ -1,6 +1,7 @@
 """Judging a batch on a thread while the run reads, filters and writes the next (every judge
-``thread_safe``): the same judgments in the same order as judging in line, a judge's failure
-still fails the run, and a judge that is not thread-safe keeps them all in line."""
+``thread_safe``, the source parsing on worker processes): the same judgments in the same
+order as judging in line, a judge's failure still fails the run, and a judge that is not
+thread-safe or a source that parses on the run's thread keeps them all in line."""
 
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ class _Runner:
         return [pa.table({"computed": [batch]})]
 
 
+class _Source:
+    def __init__(self, beside: bool = True) -> None:
+        self.parses_beside = beside
+
+
 class _Writer:
     def __init__(self) -> None:
         self.parts: list[dict[str, Any]] = []
@@ -52,9 +58,10 @@ class _Writer:
         self.parts.append(table.to_pylist()[0])
 
 
-def _judge_batches(runner: _Runner, n: int) -> tuple[_Judging, _Writer]:
+def _judge_batches(runner: _Runner, n: int, source: _Source | None = None
+                   ) -> tuple[_Judging, _Writer]:
     writer = _Writer()
-    judging = _Judging(runner, writer)  # type: ignore[arg-type]
+    judging = _Judging(runner, writer, source or _Source())  # type: ignore[arg-type]
     for b in range(n):
         judging.submit(pa.table({"b": [b]}), [pa.table({"imported": [b]})])
     judging.finish()
@@ -75,17 +82,20 @@ def test_parts_are_written_in_batch_order_computed_then_imported(monkeypatch):
     assert same.parts == writer.parts and inline.threads == ["MainThread"] * 4
 
 
-def test_a_judge_that_is_not_thread_safe_is_judged_in_line(monkeypatch):
+def test_an_unsafe_judge_or_a_source_parsing_in_line_keeps_judges_in_line(monkeypatch):
     monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
     runner = _Runner(object())  # (an LLM judge, state_check's database connection...)
     _judge_batches(runner, 2)
     assert runner.threads == ["MainThread"] * 2
+    in_process = _Runner()  # a source that parses on the run's thread
+    _judge_batches(in_process, 2, _Source(beside=False))
+    assert in_process.threads == ["MainThread"] * 2
 
 
 def test_a_judge_error_is_raised_and_nothing_after_it_is_written(monkeypatch):
     monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
     writer = _Writer()
-    judging = _Judging(_Runner(fail_on=1), writer)  # type: ignore[arg-type]
+    judging = _Judging(_Runner(fail_on=1), writer, _Source())  # type: ignore[arg-type]
     judging.submit(pa.table({"b": [0]}), [])
     judging.submit(pa.table({"b": [1]}), [])
     with pytest.raises(EvalkitError, match="batch 1"):
@@ -98,7 +108,7 @@ def _run(tmp_path: Path, data: Path, name: str) -> Path:
     cfg = OmegaConf.create({
         "experiment": name,
         "source": {"plugin": "jsonl", "path": str(data), "record_id": "id",
-                   "batch_size": 7, "workers": 0, "scores": {"H": "h"}},
+                   "batch_size": 7, "workers": 2, "scores": {"H": "h"}},
         "filters": {"pipeline_failure": {"plugin": "pipeline_failure"}},
         "judges": {"prompt_echo": {"plugin": "prompt_echo"},
                    "refusal": {"plugin": "refusal"}},

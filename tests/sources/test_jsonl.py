@@ -470,3 +470,17 @@ def test_worker_chunks_counted_where_read_give_what_the_run_process_reads(
     dup = next(r for r in rejects if r["location"].endswith(":60"))
     assert dup["reason"] == f"duplicate record id 'r13' (first seen at {path}:14)"
     assert json.loads(dup["raw"]) == json.loads(lines[59])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_source_says_whether_it_parses_beside_the_run(tmp_path: Path, ctx: RunContext,
+                                                           workers: int) -> None:
+    """``parses_beside`` (what lets the runner judge beside the run's thread) is known once
+    the read starts: true when worker processes map the lines."""
+    path = _write(tmp_path / "a.jsonl", [json.dumps({"id": str(i)}) for i in range(5)])
+    source = JsonlSource("s", JsonlSourceConfig(path=str(path), workers=workers), ctx)
+    assert source.parses_beside is False
+    batches = source.read()
+    next(batches)
+    assert source.parses_beside is bool(workers)
+    batches.close()
