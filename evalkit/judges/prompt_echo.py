@@ -201,15 +201,12 @@ def echo_values(outputs: pa.Array | pa.ChunkedArray, prompts: list[pa.Array | pa
     """:func:`echo_similarities` as a float array, NaN for a null output."""
     outputs = _one_array(outputs)
     n = len(outputs)
-    out_enc = pc.dictionary_encode(outputs)
-    outs = _normalise_split(out_enc.dictionary).to_pylist()
-    out_idx = out_enc.indices.to_numpy(zero_copy_only=False)  # float, NaN for a null output
+    out_cells, out_idx = _cells(outputs)  # out_idx: float, NaN for a null output
+    outs = _normalise_split(out_cells).to_pylist()
     best = np.where(np.isnan(out_idx), np.nan, 0.0) if n else np.zeros(0)
     for prompt in prompts:
-        enc = pc.dictionary_encode(_one_array(prompt))
-        raws = enc.dictionary  # the raw cells, read only for short outputs
+        raws, src_idx = _cells(_one_array(prompt))  # (raw cells: read for short outputs)
         srcs = _normalise_split(raws).to_pylist()
-        src_idx = enc.indices.to_numpy(zero_copy_only=False)
         rows = np.flatnonzero(~np.isnan(out_idx) & ~np.isnan(src_idx))
         # pairs in prompt order, which is about row order: the texts compared one after the
         # other sit near each other in memory (in output order, a reply that recurs all over
@@ -223,6 +220,26 @@ def echo_values(outputs: pa.Array | pa.ChunkedArray, prompts: list[pa.Array | pa
         if len(rows):
             best[rows] = np.maximum(best[rows], values[inverse])
     return best
+
+
+def _cells(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """The distinct cells of ``texts`` and, for each row, the index of its cell as a float
+    (NaN for a null). Hashing finds the repeats; when a sample of the rows has (almost) none,
+    as chat prompts that each carry their own question, every row is taken as its own cell
+    and the hashing is skipped. Either way the values are the same: cells are deduplicated
+    only to normalise and compare each once."""
+    sample = texts.slice(0, _SAMPLE)
+    valid = len(sample) - sample.null_count
+    if valid >= _SAMPLE // 2 and pc.count_distinct(sample).as_py() >= 0.95 * valid:
+        idx = np.arange(len(texts), dtype=float)
+        if texts.null_count:
+            idx[np.asarray(texts.is_null().to_numpy(zero_copy_only=False), bool)] = np.nan
+        return texts, idx
+    enc = pc.dictionary_encode(texts)
+    return enc.dictionary, enc.indices.to_numpy(zero_copy_only=False)
+
+
+_SAMPLE = 2048  # rows whose distinct count decides whether a column's repeats are sought
 
 
 def _one_array(texts: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -155,3 +155,31 @@ def test_non_ascii_cells_give_the_regex_words_for_every_code_point():
     regex = pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(texts), pe._NON_WORD, " "),
                          characters=" ")
     assert pe._normalise_distinct(texts).to_pylist() == regex.to_pylist()
+
+
+def test_rows_taken_as_their_own_cells_give_the_deduplicated_values(monkeypatch):
+    """A column whose sampled rows are (almost) all distinct skips the hashing for repeats;
+    the values are those of the deduplicated comparison, with repeats, nulls and short
+    outputs (which read their raw prompt) among the rows."""
+    import random
+
+    import numpy as np
+
+    import evalkit.judges.prompt_echo as pe
+
+    rng = random.Random(4)
+    prompts = [None if i % 17 == 0 else CHAT if i % 97 == 0 else
+               f"Case {i}: summarise the report about item {i % 40} please" for i in range(600)]
+    outputs = [None if i % 13 == 0 else "yes" if i % 7 == 0 else
+               rng.choice(["summarise the report about item 3 please", "I can't help.",
+                           f"case {i} summarise the report about item {i % 40}"])
+               for i in range(600)]
+    out, src = pa.array(outputs, pa.string()), pa.array(prompts, pa.string())
+    monkeypatch.setattr(pe, "_SAMPLE", 10**6)  # never enough rows: always deduplicated
+    deduplicated = pe.echo_values(out, [src, out])
+    for sample in (64, 600):  # rows taken as their own cells (prompts; outputs repeat)
+        monkeypatch.setattr(pe, "_SAMPLE", sample)
+        cells, idx = pe._cells(src)
+        assert cells is src and np.isnan(idx).sum() == src.null_count
+        assert np.array_equal(pe.echo_values(out, [src, out]), deduplicated, equal_nan=True)
+    assert len(pe._cells(out)[0]) < len(out)  # repeated outputs are still deduplicated
