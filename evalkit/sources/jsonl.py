@@ -360,8 +360,7 @@ class JsonlSource:
         """The rows of a chunk whose ids no earlier chunk had (and those rows' imports); the
         others are rejected as duplicates, as within a chunk."""
         ids, index = table.column("record_id").to_pylist(), chunk.index
-        if seen.ids.isdisjoint(ids):  # the usual chunk: checked and recorded at C speed
-            seen.add(index, ids, kept)
+        if seen.add_new(index, ids, kept):  # the usual chunk: checked and recorded at C speed
             return table, imported
         first = seen.first_met()
         keep, dups, lines = [], [], _chunk_bytes(self.paths[index], chunk).split(b"\n")
@@ -397,6 +396,20 @@ class _SeenIds:
     def add(self, index: int, ids: list[str], lines: Sequence[int]) -> None:
         """Record a chunk (of file ``index``) none of whose ids was seen before."""
         self.ids.update(ids)
+        self._record(index, ids, lines)
+
+    def add_new(self, index: int, ids: list[str], lines: Sequence[int]) -> bool:
+        """Record a chunk whose ids (distinct among themselves) are all new, in one pass over
+        them, and say so; else record nothing but its ids in the set, and say not (where
+        the earlier ones were first met is then in :meth:`first_met`)."""
+        before = len(self.ids)
+        self.ids.update(ids)
+        if len(self.ids) - before < len(ids):
+            return False
+        self._record(index, ids, lines)
+        return True
+
+    def _record(self, index: int, ids: list[str], lines: Sequence[int]) -> None:
         self._chunks.append((index, ids, lines))
         if self._first is not None:
             self.first_met()
