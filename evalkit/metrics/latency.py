@@ -50,7 +50,7 @@ class LatencyMetric:
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config
         table = con.execute(
-            f'SELECT record_id, excluded_by, "{cfg.column}" AS x'
+            f'SELECT excluded_by, "{cfg.column}" AS x'
             + "".join(f', "{c}"' for c in dict.fromkeys(cfg.slice_by))
             + " FROM records ORDER BY record_id").to_arrow_table()
         x = np.array(table.column("x").to_numpy(zero_copy_only=False), dtype=float)
