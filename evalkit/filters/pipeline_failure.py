@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit._arrow import one_array
 from evalkit.checks import check_re2
 from evalkit.paths import parse_json
 
@@ -111,15 +112,11 @@ def _confirm(output: pa.Array | pa.ChunkedArray, hint: pa.Array,
     return pa.array(flags, pa.bool_())
 
 
-def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-
-
 def _hints(output: pa.Array | pa.ChunkedArray) -> Callable[[str], pa.Array]:
     """``pattern -> whether each output matches`` for the hint patterns, which all start
     with ``_HINT_START``: an output that does not (most of them) is tested once, by that,
     not by each pattern."""
-    output = _one_array(output)
+    output = one_array(output)
     n = len(output)
     start = pc.fill_null(pc.match_substring_regex(output, _HINT_START), False)
     some = pc.sum(start).as_py() or 0
@@ -143,13 +140,13 @@ def failure_reasons(data: pa.RecordBatch | pa.Table, cfg: PipelineFailureConfig)
         reason = pc.if_else(pc.and_(pc.is_null(reason), cond), why, reason)
 
     if cfg.levels:
-        level = pc.utf8_upper(_one_array(data.column("level")))
+        level = pc.utf8_upper(one_array(data.column("level")))
         failed = pc.fill_null(pc.is_in(level, pa.array([lv.upper() for lv in cfg.levels])),
                               False)
         if pc.any(failed).as_py():  # the reason text, for those rows only
             rows = pc.indices_nonzero(failed)
             msg = pc.utf8_slice_codeunits(pc.fill_null(
-                _one_array(data.column("status_message")).take(rows), ""), 0, _REASON_LIMIT)
+                one_array(data.column("status_message")).take(rows), ""), 0, _REASON_LIMIT)
             why = pc.binary_join_element_wise("level=", level.take(rows), ": ", msg, "")
             first(failed, pc.replace_with_mask(pa.nulls(n, pa.string()), failed,
                                                pc.utf8_rtrim(why, characters=": ")))
@@ -177,9 +174,7 @@ def failure_reasons(data: pa.RecordBatch | pa.Table, cfg: PipelineFailureConfig)
         first(pc.match_substring_regex(sm, cfg.status_message_pattern),
               pc.binary_join_element_wise("status message matches pattern: ",
                                           pc.utf8_slice_codeunits(sm, 0, _REASON_LIMIT), ""))
-    if isinstance(reason, pa.ChunkedArray):
-        reason = reason.combine_chunks()
-    return reason
+    return one_array(reason)
 
 
 class PipelineFailureFilter:

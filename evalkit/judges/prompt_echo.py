@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit._arrow import one_array
 from evalkit.checks import check_text_columns, check_unit_interval
 from evalkit.judges._det import verdicts
 
@@ -103,7 +104,7 @@ def _ascii_words(texts: pa.Array) -> pa.Array:
 def normalise(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Each cell as lower-case words joined by single spaces (null stays null). Each
     distinct cell is normalised once (prompts repeat across records)."""
-    texts = _one_array(texts)
+    texts = one_array(texts)
     if len(texts) == 0:
         return pa.array([], pa.string())
     encoded = pc.dictionary_encode(texts)
@@ -199,13 +200,13 @@ def echo_similarities(outputs: pa.Array | pa.ChunkedArray,
 def echo_values(outputs: pa.Array | pa.ChunkedArray, prompts: list[pa.Array | pa.ChunkedArray],
                 ngram: int = 3, probe: int = 30, min_words: int = 3) -> np.ndarray:
     """:func:`echo_similarities` as a float array, NaN for a null output."""
-    outputs = _one_array(outputs)
+    outputs = one_array(outputs)
     n = len(outputs)
     out_cells, out_idx = _cells(outputs)  # out_idx: float, NaN for a null output
     outs = _normalise_split(out_cells).to_pylist()
     best = np.where(np.isnan(out_idx), np.nan, 0.0) if n else np.zeros(0)
     for prompt in prompts:
-        raws, src_idx = _cells(_one_array(prompt))  # (raw cells: read for short outputs)
+        raws, src_idx = _cells(one_array(prompt))  # (raw cells: read for short outputs)
         srcs = _normalise_split(raws).to_pylist()
         rows = np.flatnonzero(~np.isnan(out_idx) & ~np.isnan(src_idx))
         # pairs in prompt order, which is about row order: the texts compared one after the
@@ -240,10 +241,6 @@ def _cells(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 
 _SAMPLE = 2048  # rows whose distinct count decides whether a column's repeats are sought
-
-
-def _one_array(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
 
 
 def echo_similarity(output: str, prompt: str, ngram: int = 3, probe: int = 30,

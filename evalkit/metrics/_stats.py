@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit._arrow import one_array
 from evalkit.results.schemas import RECORDS
 
 SLICEABLE = [f.name for f in RECORDS if not pa.types.is_list(f.type)]
@@ -25,9 +26,7 @@ def value_groups(column: pa.ChunkedArray | pa.Array) -> list[tuple[object, np.nd
     """Each distinct value of ``column`` (null included) in order of first appearance, with
     the ascending row indices that hold it: one dictionary encoding and one stable sort,
     instead of a filter pass per value."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    encoded = pc.dictionary_encode(column, null_encoding="encode")
+    encoded = pc.dictionary_encode(one_array(column), null_encoding="encode")
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     if len(encoded.dictionary) <= 1 << 16:  # numpy sorts 8- and 16-bit keys by radix: linear
         codes = codes.astype(np.uint8 if len(encoded.dictionary) <= 1 << 8 else np.uint16)

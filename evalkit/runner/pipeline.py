@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit._arrow import one_array, one_batch
 from evalkit.config import PluginInstance, RunConfig
 from evalkit.context import RunContext
 from evalkit.errors import EvalkitError, RunFailed
@@ -50,8 +51,7 @@ def _apply_filters(table: pa.Table, filters: list[tuple[PluginInstance, Any]],
                    timings: dict[str, float]) -> pa.Table:
     excluded_by = table.column("excluded_by")
     reason = table.column("exclude_reason")
-    batch = table.combine_chunks().to_batches()
-    batch = batch[0] if batch else pa.RecordBatch.from_pylist([], schema=RECORDS)
+    batch = one_batch(table)
     for inst, plugin in filters:
         t0 = time.perf_counter()
         marks = plugin.mark(batch)
@@ -396,7 +396,7 @@ def execute(rc: RunConfig) -> RunResult:
             timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t0
             table = conform(batch, RECORDS, {"run_id": run_id})
             table = _apply_filters(table, filters, timings)
-            vc = pc.value_counts(table.column("excluded_by").combine_chunks())
+            vc = pc.value_counts(one_array(table.column("excluded_by")))
             for item in vc.to_pylist():
                 if item["values"] is not None:
                     n_excluded[item["values"]] = n_excluded.get(item["values"], 0) + \
