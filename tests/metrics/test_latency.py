@@ -79,3 +79,24 @@ def test_large_slices_use_closed_form_intervals_close_to_the_bootstrap():
         width = boot[stat][1] - boot[stat][0]
         assert row["ci_low"] == pytest.approx(boot[stat][0], abs=width / 4)
         assert row["ci_high"] == pytest.approx(boot[stat][1], abs=width / 4)
+
+
+def test_percentile_statistics_share_one_numpy_call_per_array(monkeypatch):
+    """The bootstrap calls each percentile statistic on the same block of resamples in turn:
+    one np.percentile call serves them all, with the values of separate calls."""
+    import numpy as np
+
+    from evalkit.metrics import latency
+
+    rng = np.random.default_rng(1)
+    block, other = rng.exponential(1.0, (50, 300)), rng.exponential(2.0, (50, 300))
+    calls = []
+    percentile = np.percentile
+    monkeypatch.setattr(latency.np, "percentile",
+                        lambda *a, **k: calls.append(1) or percentile(*a, **k))
+    stats = latency._percentiles([50.0, 95.0, 99.9])
+    assert list(stats) == ["p50", "p95", "p99_9"]
+    for v in (block, other, block.copy()):
+        for q, fn in zip((50.0, 95.0, 99.9), stats.values(), strict=True):
+            assert np.array_equal(fn(v), percentile(v, q, axis=1))
+    assert len(calls) == 3  # one per array, not one per percentile
