@@ -156,9 +156,7 @@ def _start_worker(name: str, config: FileSourceConfig, ctx: RunContext,
 def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped | Sent:
     assert _WORKER is not None
     if chunk.size and not chunk.data:  # its bytes come from the file, not through a pipe
-        with open(ref[0], "rb") as fh:
-            fh.seek(chunk.offset)
-            data = fh.read(chunk.size)
+        data = _chunk_bytes(ref[0], chunk)
         if len(data) != chunk.size or \
                 _newlines(data) + (not data.endswith(b"\n")) != chunk.lines:
             raise SourceError(f"{ref[0]} changed while it was read (bytes {chunk.offset}:"
@@ -210,9 +208,9 @@ def _take(path: str) -> pa.Table:
         os.unlink(path)
 
 
-def _chunk_bytes(path: Path, chunk: Chunk) -> bytes:
-    """The lines of ``chunk``: those it carries, or (a plain file's chunk mapped on a worker)
-    read again from the file."""
+def _chunk_bytes(path: str | Path, chunk: Chunk) -> bytes:
+    """The lines of ``chunk``: those it carries, or (a plain file's chunk, which travels to a
+    worker without them) read from the file."""
     if chunk.data or not chunk.size:
         return chunk.data
     with open(path, "rb") as fh:
@@ -374,8 +372,8 @@ class JsonlSource:
                             duplicate_id(rid, f"{self.paths[earlier >> 40]}:"
                                               f"{earlier & (1 << 40) - 1}"),
                             json_text(orjson.loads(lines[line - chunk.first])))
-        seen.add(index, [r for r, k in zip(ids, keep, strict=True) if k],
-                 [line for line, k in zip(kept, keep, strict=True) if k])
+        seen.record(index, [r for r, k in zip(ids, keep, strict=True) if k],
+                    [line for line, k in zip(kept, keep, strict=True) if k])
         gone = pa.array(dups, pa.string())
         imported = [t.filter(pc.invert(pc.is_in(t.column("record_id"), value_set=gone)))
                     for t in imported]
@@ -393,23 +391,20 @@ class _SeenIds:
         self._chunks: list[tuple[int, list[str], Sequence[int]]] = []
         self._first: dict[str, int] | None = None
 
-    def add(self, index: int, ids: list[str], lines: Sequence[int]) -> None:
-        """Record a chunk (of file ``index``) none of whose ids was seen before."""
-        self.ids.update(ids)
-        self._record(index, ids, lines)
-
     def add_new(self, index: int, ids: list[str], lines: Sequence[int]) -> bool:
-        """Record a chunk whose ids (distinct among themselves) are all new, in one pass over
-        them, and say so; else record nothing but its ids in the set, and say not (where
-        the earlier ones were first met is then in :meth:`first_met`)."""
+        """Add a chunk's ids (distinct among themselves, of file ``index``) to the set, in one
+        pass, and say whether all were new; then they are recorded too. If not, the caller
+        records the ones it keeps (:meth:`record`), once it has looked up in
+        :meth:`first_met` where the others were first met."""
         before = len(self.ids)
         self.ids.update(ids)
         if len(self.ids) - before < len(ids):
             return False
-        self._record(index, ids, lines)
+        self.record(index, ids, lines)
         return True
 
-    def _record(self, index: int, ids: list[str], lines: Sequence[int]) -> None:
+    def record(self, index: int, ids: list[str], lines: Sequence[int]) -> None:
+        """Where ``ids`` (already in the set) were first met: file ``index``, ``lines``."""
         self._chunks.append((index, ids, lines))
         if self._first is not None:
             self.first_met()
