@@ -267,6 +267,46 @@ class _Lines(Sequence[Where]):
         return zip(repeat(self.ref), self.lines)
 
 
+class SeenIds:
+    """The record ids met so far, and where each was first met. A read with no id twice (the
+    usual one) needs only the set: each batch's ids and locations wait in a list (references
+    to the strings the set holds, and a location sequence such as :class:`_Lines`) until a
+    duplicate needs :meth:`first_met`. The set may hold ids a caller then did not keep (a
+    batch that was not all new); :meth:`first_met` is what says where an id was kept."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self._pending: list[tuple[list[str], Iterable[Where]]] = []
+        self._first: dict[str, Where] = {}
+
+    def add_new(self, ids: list[str], wheres: Iterable[Where]) -> bool:
+        """Add ``ids`` to the set in one pass and say whether they were all new and distinct;
+        if so, they are kept, met at ``wheres``. If not, the caller looks the others up in
+        :meth:`first_met` and keeps the new ones (:meth:`record`, :meth:`add`)."""
+        before = len(self.ids)
+        self.ids.update(ids)
+        if len(self.ids) - before < len(ids):
+            return False
+        self._pending.append((ids, wheres))
+        return True
+
+    def record(self, ids: list[str], wheres: Iterable[Where]) -> None:
+        """Keep ``ids`` (new, already in the set), met at ``wheres``."""
+        self._pending.append((ids, wheres))
+
+    def add(self, rid: str, where: Where) -> None:
+        """Keep one new id, met at ``where``."""
+        self.ids.add(rid)
+        self.first_met()[rid] = where
+
+    def first_met(self) -> dict[str, Where]:
+        """id -> where it was first met, for every id kept so far."""
+        for ids, wheres in self._pending:
+            self._first.update(zip(ids, wheres, strict=True))
+        self._pending = []
+        return self._first
+
+
 class RecordBuilder:
     """Collects parsed rows and turns them into record tables, rejecting what cannot become a
     record (with its location) and importing the scores the rows carry."""
@@ -296,11 +336,7 @@ class RecordBuilder:
             consumed.add(scores_list.split(".")[0])
         self.consumed = frozenset(consumed)
         self.extra_to_metadata = extra_to_metadata and "metadata" not in fields
-        # the ids of the rows kept so far; where each was first met is filled in from the
-        # pending (ids, wheres) of clean batches only when a batch needs it (_first_met)
-        self.seen_ids: set[str] = set()
-        self._first: dict[str, Where] = {}
-        self._pending: list[tuple[list[str], Sequence[Where]]] = []
+        self.seen = SeenIds()  # the ids of the rows kept so far
         self.kept: Sequence[Where] = []
         self.plan = None if scores or scores_list else _typed_plan(self.parts.values())
         self._reset()
@@ -415,7 +451,7 @@ class RecordBuilder:
         imported: list[dict[str, Any]] = []
         if self._clean_ids(ids, bad):
             ids = []  # every id is new and present: recorded, nothing to check row by row
-        first_met = self._first_met() if ids else {}
+        first_met = self.seen.first_met() if ids else {}
         for i, rid in enumerate(ids):
             if i in bad:
                 continue
@@ -432,8 +468,7 @@ class RecordBuilder:
                 except BadValue as exc:
                     bad[i] = f"imported score: {exc}"
                     continue
-            first_met[rid] = self.wheres[i]
-            self.seen_ids.add(rid)
+            self.seen.add(rid, self.wheres[i])
         arrays["source"] = pa.repeat(pa.scalar(self.source), n)
         table = pa.table(arrays)
         if bad:
@@ -451,25 +486,9 @@ class RecordBuilder:
     def _clean_ids(self, ids: list[Any], bad: dict[int, str]) -> bool:
         """When no row is bad yet, no score is imported and the batch's ids are present,
         distinct and new, record them all at once (C-level set operations) and say so."""
-        if bad or self.scores or self.scores_list:
+        if bad or self.scores or self.scores_list or None in ids:
             return False
-        distinct = set(ids)
-        if len(distinct) != len(ids) or None in distinct or \
-                not self.seen_ids.isdisjoint(distinct):
-            return False
-        if self.seen_ids:
-            self.seen_ids.update(distinct)
-        else:  # the first batch (a JSONL chunk's only one)
-            self.seen_ids = distinct
-        self._pending.append((ids, self.wheres))
-        return True
-
-    def _first_met(self) -> dict[str, Where]:
-        """id -> where it was first met, for every id kept so far."""
-        for ids, wheres in self._pending:
-            self._first.update(zip(ids, wheres, strict=True))
-        self._pending = []
-        return self._first
+        return self.seen.add_new(ids, self.wheres)
 
     def _values(self, parts: list[str | int], tops: dict[str, Sequence[Any]]) -> Sequence[Any]:
         """The value at path ``parts`` in every row. Each top-level key is read once per batch

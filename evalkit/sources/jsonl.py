@@ -3,7 +3,8 @@
 The file is read in chunks of ``batch_size`` lines. Each chunk is parsed and mapped on its own
 (:func:`map_chunk`), in this process or, for large inputs, on worker processes while this one
 runs the rest of the pipeline; ids are then checked across chunks here, in file order, so a
-duplicate is rejected the same way whichever process mapped its line."""
+duplicate is rejected the same way whichever process mapped its line (:class:`SeenIds`, shared with
+the builder that checks them within a chunk)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import repeat
-from operator import or_
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,7 +32,7 @@ from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.results.schemas import json_text
-from evalkit.sources._mapping import FileRef, RecordBuilder, duplicate_id
+from evalkit.sources._mapping import FileRef, RecordBuilder, SeenIds, duplicate_id, location
 
 
 @dataclass(frozen=True)
@@ -344,7 +344,7 @@ class JsonlSource:
             shutil.rmtree(transfer, ignore_errors=True)
 
     def read(self) -> Iterator[pa.Table]:
-        seen = _SeenIds()
+        seen = SeenIds()
         for chunk, (table, kept, rejects, imported) in self._mapped():
             self.ctx.rejects.extend(rejects)
             if table is not None:
@@ -354,11 +354,12 @@ class JsonlSource:
                 yield table
 
     def _admit(self, table: pa.Table, kept: Sequence[int], imported: list[pa.Table],
-               seen: _SeenIds, chunk: Chunk) -> tuple[pa.Table, list[pa.Table]]:
+               seen: SeenIds, chunk: Chunk) -> tuple[pa.Table, list[pa.Table]]:
         """The rows of a chunk whose ids no earlier chunk had (and those rows' imports); the
         others are rejected as duplicates, as within a chunk."""
         ids, index = table.column("record_id").to_pylist(), chunk.index
-        if seen.add_new(index, ids, kept):  # the usual chunk: checked and recorded at C speed
+        ref: FileRef = (str(self.paths[index]), self.paths[index].name)
+        if seen.add_new(ids, zip(repeat(ref), kept)):  # the usual chunk: one set update
             return table, imported
         first = seen.first_met()
         keep, dups, lines = [], [], _chunk_bytes(self.paths[index], chunk).split(b"\n")
@@ -368,52 +369,12 @@ class JsonlSource:
             if earlier is None:
                 continue
             dups.append(rid)
-            self.ctx.reject(self.name, f"{self.paths[index]}:{line}",
-                            duplicate_id(rid, f"{self.paths[earlier >> 40]}:"
-                                              f"{earlier & (1 << 40) - 1}"),
+            self.ctx.reject(self.name, location((ref, line)),
+                            duplicate_id(rid, location(earlier)),
                             json_text(orjson.loads(lines[line - chunk.first])))
-        seen.record(index, [r for r, k in zip(ids, keep, strict=True) if k],
-                    [line for line, k in zip(kept, keep, strict=True) if k])
+        seen.record([r for r, k in zip(ids, keep, strict=True) if k],
+                    [(ref, line) for line, k in zip(kept, keep, strict=True) if k])
         gone = pa.array(dups, pa.string())
         imported = [t.filter(pc.invert(pc.is_in(t.column("record_id"), value_set=gone)))
                     for t in imported]
         return table.filter(pa.array(keep)), imported
-
-
-class _SeenIds:
-    """The record ids of the chunks read so far. A read with no id twice (the usual one) needs
-    only the set; where an id was first met (file index << 40 | line) is looked up once a
-    duplicate turns up, from a dict built then from each chunk's ids and lines (kept until
-    that happens: references to the strings the set holds, and line numbers)."""
-
-    def __init__(self) -> None:
-        self.ids: set[str] = set()
-        self._chunks: list[tuple[int, list[str], Sequence[int]]] = []
-        self._first: dict[str, int] | None = None
-
-    def add_new(self, index: int, ids: list[str], lines: Sequence[int]) -> bool:
-        """Add a chunk's ids (distinct among themselves, of file ``index``) to the set, in one
-        pass, and say whether all were new; then they are recorded too. If not, the caller
-        records the ones it keeps (:meth:`record`), once it has looked up in
-        :meth:`first_met` where the others were first met."""
-        before = len(self.ids)
-        self.ids.update(ids)
-        if len(self.ids) - before < len(ids):
-            return False
-        self.record(index, ids, lines)
-        return True
-
-    def record(self, index: int, ids: list[str], lines: Sequence[int]) -> None:
-        """Where ``ids`` (already in the set) were first met: file ``index``, ``lines``."""
-        self._chunks.append((index, ids, lines))
-        if self._first is not None:
-            self.first_met()
-
-    def first_met(self) -> dict[str, int]:
-        """id -> where it was first met, for every id so far (kept up to date from now on)."""
-        if self._first is None:
-            self._first = {}
-        for index, ids, lines in self._chunks:
-            self._first.update(zip(ids, map(or_, lines, repeat(index << 40)), strict=True))
-        self._chunks = []
-        return self._first
