@@ -191,13 +191,18 @@ class _Typed:
     """A msgspec decoder of rows into structs for a :func:`_typed_plan` and the extra keys of a
     chunk's first line. Field names are the JSON keys (attributes are ``f0``, ``f1``... since
     keys need not be identifiers). Absent mapped values decode as ``None`` (the same as
-    null); the extra key decodes as ``UNSET`` when absent, since its null is kept."""
+    null); the extra key decodes as ``UNSET`` when absent, since its null is kept. A head in
+    ``texts`` (a text column whose value is a list or an object, such as a chat's messages)
+    decodes as :class:`msgspec.Raw`, its bytes in the chunk, made into JSON text by
+    :func:`json_texts`."""
 
-    def __init__(self, plan: Plan, extras: frozenset[str], forbid_unknown: bool) -> None:
+    def __init__(self, plan: Plan, extras: frozenset[str], forbid_unknown: bool,
+                 texts: frozenset[str]) -> None:
         fields: list[tuple[str, Any, Any]] = []
         self.attrs: dict[str, tuple[str, dict[str, str]]] = {}
+        self.texts = texts
         for i, (head, keys) in enumerate([*plan, *((e, frozenset()) for e in extras)]):
-            typ: Any = Any
+            typ: Any = msgspec.Raw if head in texts else Any
             inner: dict[str, str] = {}
             if keys:
                 inner = {k: f"f{j}" for j, k in enumerate(sorted(keys))}
@@ -231,7 +236,10 @@ class _Typed:
         if head not in tops:
             # every head at once: each struct as a tuple (its fields in order, in C), the
             # tuples transposed by zip; one attrgetter pass per head cost 2.5 times more
-            tops.update(zip(self.attrs, zip(*map(astuple, rows), strict=True), strict=True))
+            # (the text heads are there already: json_texts made them)
+            columns = zip(*map(astuple, rows), strict=True)
+            tops.update((h, v) for h, v in zip(self.attrs, columns, strict=True)
+                        if h not in self.texts)
         if not rest:
             return tops[head]
         get = attrgetter(self.attrs[head][1][str(rest[0])])
@@ -242,10 +250,28 @@ class _Typed:
 
 
 @lru_cache(maxsize=64)
-def _typed(plan: Plan, extras: frozenset[str], forbid_unknown: bool) -> _Typed:
+def _typed(plan: Plan, extras: frozenset[str], forbid_unknown: bool,
+           texts: frozenset[str]) -> _Typed:
     """One decoder per mapping and row shape, shared by every chunk that has them (a builder
     lives for one chunk)."""
-    return _Typed(plan, extras, forbid_unknown)
+    return _Typed(plan, extras, forbid_unknown, texts)
+
+
+def json_texts(raws: Iterable[msgspec.Raw | None]) -> list[str | None]:
+    """Each raw JSON value as its text cell: the string itself, or the compact JSON text of
+    anything else (what :func:`RecordBuilder._column` makes of a parsed value); ``None`` for
+    null or absent. Each value is parsed and written back at once, so its objects are freed
+    before the next one is made: the chunk's messages never pile up as Python objects (half
+    a row's memory, freshly mapped pages for each chunk). Raises ``orjson.JSONDecodeError``
+    where orjson cannot read a value (a number out of range), ``orjson.JSONEncodeError``
+    where it cannot write one back."""
+    loads, dumps = orjson.loads, orjson.dumps
+    out: list[str | None] = []
+    append = out.append
+    for raw in raws:
+        v = None if raw is None else loads(memoryview(raw))
+        append(v if v is None or type(v) is str else dumps(v).decode())
+    return out
 
 
 class _Lines(Sequence[Where]):
@@ -339,6 +365,13 @@ class RecordBuilder:
         self.seen = SeenIds()  # the ids of the rows kept so far
         self.kept: Sequence[Where] = []
         self.plan = None if scores or scores_list else _typed_plan(self.parts.values())
+        # the heads read whole into text columns only: add_typed decodes those whose value
+        # is a list or an object as raw JSON (json_texts)
+        text = {parts[0] for col, parts in self.parts.items()
+                if len(parts) == 1 and pa.types.is_string(RECORDS.field(col).type)}
+        self.text_heads = text - {parts[0] for col, parts in self.parts.items()
+                                  if len(parts) > 1 or
+                                  not pa.types.is_string(RECORDS.field(col).type)}
         self._reset()
 
     def _reset(self) -> None:
@@ -347,6 +380,7 @@ class RecordBuilder:
         self.typed: _Typed | None = None
         self.data = b""  # the chunk that add_typed decoded, and its lines once split
         self.lines: list[bytes] | None = None
+        self.texts: dict[str, Sequence[Any]] = {}  # add_typed's text heads, as json_texts
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -383,8 +417,9 @@ class RecordBuilder:
         extras = frozenset(head) - self.consumed if self.extra_to_metadata else frozenset()
         if len(extras) > 1:  # metadata keeps each row's own key order, which structs lose
             return False
+        texts = frozenset(h for h in self.text_heads if type(head.get(h)) in (list, dict))
         try:
-            typed = _typed(self.plan, extras, self.extra_to_metadata)
+            typed = _typed(self.plan, extras, self.extra_to_metadata, texts)
         except ValueError:  # msgspec takes no field name with '"', '\\' or control characters
             return False
         try:
@@ -393,6 +428,11 @@ class RecordBuilder:
             return False  # (msgspec raises the last for a string that is not UTF-8)
         if len(rows) != lines:
             return False  # a blank line was skipped: line numbers would shift
+        try:
+            self.texts = {h: json_texts(map(attrgetter(typed.attrs[h][0]), rows))
+                          for h in texts}
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+            return False  # the line-by-line path rejects or writes what orjson cannot
         self.rows, self.typed, self.data = rows, typed, data
         self.wheres = _Lines(ref, first, len(rows))
         return True
@@ -413,7 +453,7 @@ class RecordBuilder:
         n = len(rows)
         bad: dict[int, str] = {}
         arrays: dict[str, pa.Array] = {}
-        tops: dict[str, Sequence[Any]] = {}  # top-level key -> its value in every row
+        tops = self.texts  # top-level key -> its value in every row
         ids: list[Any] | None = None
         present = self.typed.present(rows, tops) if self.typed else \
             set().union(*map(dict.keys, rows))

@@ -231,6 +231,50 @@ def test_typed_decoding_maps_exactly_as_line_by_line(tmp_path: Path, ctx: RunCon
     assert json.loads(rejects[2]["raw"]) == SHAPES[5]
 
 
+# values of a text column read raw (the first line's input is a list): each becomes the text
+# that parsing the line gives, whatever its JSON spelling
+RAW_INPUTS = [
+    '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "caf\\u00e9 \\/"}]',
+    '"a plain prompt"', 'null', '12.50', '1e-05', '123456789012345678901234567890',
+    '{"messages" : [ {"content":"x\\ny", "n": [1, 2.0, true, false, null]} ] }',
+    '[]', '{}', '"\\u2603 snow"', '[[[["deep"]]]]',
+]
+
+
+def test_raw_text_columns_map_exactly_as_line_by_line(tmp_path: Path, ctx: RunContext,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text column whose first value is a list or an object is decoded raw and written
+    back by orjson, value by value: the same text as parsing each line, for every spelling
+    (escapes, spaces, numbers orjson reads as floats, strings, nulls, an absent key)."""
+    import evalkit.sources._mapping as mapping
+
+    lines = [f'{{"id": "r{i}", "model": "m", "input": {v}}}' for i, v in enumerate(RAW_INPUTS)]
+    lines.append('{"id": "absent", "model": "m"}')
+    path = _write(tmp_path / "a.jsonl", lines)
+    options = {"record_id": "id"}
+    typed = _spy_typed(monkeypatch)
+    fast = _read(path, ctx, **options)
+    assert typed == [True]
+    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
+    assert fast == _read(path, ctx, **options)
+    inputs = [r["input"] for r in fast[0]]
+    assert inputs[:4] == ['[{"role":"user","content":"hi"},{"role":"assistant","content":'
+                          '"caf\u00e9 /"}]', "a plain prompt", None, "12.5"]
+    assert inputs[-1] is None and not fast[1]
+
+
+def test_a_raw_value_orjson_cannot_read_sends_the_chunk_line_by_line(
+        tmp_path: Path, ctx: RunContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [f'{{"id": "r{i}", "model": "m", "input": {v}}}'
+             for i, v in enumerate(['[{"content": "ok"}]', "[1e400]", '{"a": 1}'])]
+    path = _write(tmp_path / "a.jsonl", lines)
+    typed = _spy_typed(monkeypatch)
+    records, rejects, _ = _read(path, ctx, record_id="id")
+    assert typed == [False]
+    assert [r["record_id"] for r in records] == ["r0", "r2"]
+    assert [r["location"].rsplit(":", 1)[1] for r in rejects] == ["2"]
+
+
 @pytest.mark.parametrize("odd", [
     "",  # a blank line: decoding at once would skip it and shift the line numbers
     "[1, 2]",  # not an object
