@@ -218,7 +218,7 @@ def _chunk_bytes(path: str | Path, chunk: Chunk) -> bytes:
         return fh.read(chunk.size)
 
 
-def _newlines(data: bytes) -> int:
+def _newlines(data: bytes | memoryview) -> int:
     """``data.count(b"\\n")`` at a third of the CPU: numpy compares a MiB at a time (in
     cache) with SIMD, where bytes.count walks byte by byte."""
     view = np.frombuffer(data, np.uint8)
@@ -258,22 +258,30 @@ class JsonlSource:
         one piece (a third of this process's reading time)."""
         size = self.config.batch_size
         want = FIRST_READ
+        # every block is read into this one buffer (grown when a read asks for more): fresh
+        # memory for each block cost the kernel a page fault per 4 KiB read (1M records:
+        # 150,000 of them, a fifth of this process's system time)
+        buf = bytearray(want)
         for index, path in enumerate(self.paths):
             gz = path.suffix == ".gz"
             with (gzip.open if gz else open)(path, "rb") as fh:
                 first, offset = 1, -1 if gz else 0
                 while True:
-                    block, rest = fh.read(want), fh.readline()
+                    if len(buf) < want:
+                        buf = bytearray(want)
+                    block = memoryview(buf)[:fh.readinto(memoryview(buf)[:want])]
+                    rest = fh.readline()
                     if not block and not rest:
                         break
                     read = len(block) + len(rest)
                     lines = _newlines(block) + rest.count(b"\n") + \
-                        (not (rest or block).endswith(b"\n"))
+                        ((rest or block)[-1:] != b"\n")
                     want = max(1, read * size // lines * 15 // 16)
                     if lines <= size and not with_data and not gz:
                         yield Chunk(index, first, lines, offset, b"", read)
                     else:
-                        yield from self._cut(index, first, lines, offset, block + rest, gz)
+                        yield from self._cut(index, first, lines, offset, block.tobytes() + rest,
+                                             gz)
                     first += lines
                     offset += read * (not gz)
 
