@@ -67,3 +67,26 @@ def test_unique_columns_are_written_without_a_dictionary(tmp_path: Path) -> None
     for enc in (rec["model"], jud["judge"], jud["status"]):
         assert enc & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
     assert pq.read_table(tmp_path / "run" / "records.parquet").equals(records)
+
+
+def test_free_text_columns_are_written_without_statistics(tmp_path: Path) -> None:
+    """Prompts, completions and reasons carry no min/max statistics; ids, models and numbers
+    keep theirs (DuckDB skips row groups by them); the values read back unchanged."""
+    import pyarrow.parquet as pq
+
+    from evalkit.results.schemas import RECORDS
+
+    writer = RunWriter(tmp_path / "run")
+    rows = [{"record_id": f"r{i}", "model": "m", "run_id": "x", "input": f"prompt {i}",
+             "output": f"answer {i}", "latency_s": i / 10} for i in range(100)]
+    records = conform(rows, RECORDS)
+    writer.add_records(records)
+    writer.finish_records()
+    path = tmp_path / "run" / "records.parquet"
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    stats = {group.column(i).path_in_schema: group.column(i).statistics
+             for i in range(group.num_columns)}
+    assert stats["input"] is None and stats["output"] is None
+    assert (stats["record_id"].min, stats["record_id"].max) == ("r0", "r99")
+    assert (stats["model"].min, stats["latency_s"].max) == ("m", 9.9)
+    assert pq.read_table(path).equals(records)
