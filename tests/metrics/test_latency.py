@@ -100,3 +100,22 @@ def test_percentile_statistics_share_one_numpy_call_per_array(monkeypatch):
         for q, fn in zip((50.0, 95.0, 99.9), stats.values(), strict=True):
             assert np.array_equal(fn(v), percentile(v, q, axis=1))
     assert len(calls) == 3  # one per array, not one per percentile
+
+
+def test_quantile_ci_takes_the_order_statistics_of_the_sorted_values():
+    """The interval's ends are the order statistics at the normal-approximation ranks, the
+    values a full sort puts there (ties, and ranks clipped at both ends, included)."""
+    from statistics import NormalDist
+
+    from evalkit.metrics._stats import quantile_ci
+
+    rng = np.random.default_rng(3)
+    for values in (rng.lognormal(size=25_001), rng.integers(0, 7, size=30_000).astype(float),
+                   np.arange(40.0)):
+        for q in (0.0, 0.01, 0.5, 0.95, 0.99, 1.0):
+            n = len(values)
+            half = NormalDist().inv_cdf(0.975) * np.sqrt(n * q * (1 - q))
+            lo = min(max(int(np.floor(n * q - half)), 0), n - 1)
+            hi = min(max(int(np.ceil(n * q + half)), 0), n - 1)
+            ordered = np.sort(values)
+            assert quantile_ci(values, q, 0.95) == (ordered[lo], ordered[hi])
