@@ -73,7 +73,10 @@ class Judge(Protocol):
     (keys ``calls``, ``input_tokens``, ``cost_usd``), and ``close()``. ``thread_safe = True``
     says ``judge`` may run on a thread other than the one that built the judge (it keeps no
     thread-bound resource, such as a sqlite connection); when every judge of a run says so,
-    each batch is judged on a thread while the run reads, filters and writes the next."""
+    each batch is judged on a thread while the run reads, filters and writes the next.
+    ``columns`` (a list of record columns) says which columns ``judge`` reads: when every
+    judge of a run says so, the batches they get hold those columns (and ``record_id``) only,
+    which spares copying the others for the included records."""
 
     Config: ClassVar[type]
 

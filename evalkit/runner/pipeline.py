@@ -96,6 +96,23 @@ class _RecordOrder:
         return [pa.concat_tables([skipped, computed]).take(self._rows)]
 
 
+def _read_columns(plugins: list[Any]) -> list[str] | None:
+    """The record columns the judges read, in the records' order, when each of them says
+    (``columns``); ``None`` (every column) when one does not. ``record_id`` is always in."""
+    wanted = {"record_id"}
+    for plugin in plugins:
+        columns = getattr(plugin, "columns", None)
+        if columns is None:
+            return None
+        unknown = [c for c in columns if c not in RECORDS.names]
+        if unknown:
+            raise EvalkitError(f"judge plugin {type(plugin).__name__} reads {unknown}, which "
+                               f"are not record columns; record columns: "
+                               f"{', '.join(RECORDS.names)}")
+        wanted.update(columns)
+    return [c for c in RECORDS.names if c in wanted]
+
+
 def _error_rows(record_ids: list[str], message: str) -> list[dict[str, Any]]:
     return [{"record_id": r, "status": "error", "error": message} for r in record_ids]
 
@@ -110,6 +127,7 @@ class _JudgeRunner:
         self.dry_run = dry_run
         self.timings: dict[str, float] = {}
         self.estimates: dict[str, dict[str, float]] = {}
+        self.columns = _read_columns([plugin for _, plugin in judges])
 
     def _fill(self, inst: PluginInstance, plugin: Any) -> dict[str, Any]:
         return {"run_id": self.run_id, "judge": inst.name, "plugin": inst.plugin,
@@ -121,8 +139,11 @@ class _JudgeRunner:
 
     def run(self, records: pa.Table) -> list[pa.Table]:
         marked = records.column("excluded_by")
-        included = records.filter(pc.is_null(marked)) if marked.null_count < len(marked) \
-            else records
+        # the judges' columns alone are copied into the included records (not every prompt
+        # and completion of the batch when they read a few columns)
+        judged = records.select(self.columns) if self.columns else records
+        included = judged.filter(pc.is_null(marked)) if marked.null_count < len(marked) \
+            else judged
         # the skipped judgments need these columns only (filtering copies every column)
         excluded = records.select(["record_id", "excluded_by", "exclude_reason"]).filter(
             pc.is_valid(marked))
@@ -130,7 +151,7 @@ class _JudgeRunner:
         judged: dict[str, pa.Table] = {}
         pending: list[tuple[PluginInstance, Any, pa.Table]] = []
         for inst, plugin in self.judges:
-            data = self._inputs(plugin, records, included)
+            data = self._inputs(plugin, judged, included)
             if not getattr(plugin, "applies_to_excluded", False) and excluded.num_rows:
                 skipped[inst.name] = self._skipped(inst, plugin, excluded)
             if self.dry_run:
@@ -380,6 +401,7 @@ def execute(rc: RunConfig) -> RunResult:
     filters = [(i, _make(i, ctx)) for i in rc.filters]
     judges = [(i, _make(i, ctx)) for i in rc.judges]
     sinks = [(i, _make(i, ctx)) for i in rc.sinks]
+    judge_runner = _JudgeRunner(judges, run_id, rc.runner.dry_run)
     writer = RunWriter(run_dir)
     timings: dict[str, float] = {}
     manifest: dict[str, Any] = {
@@ -387,7 +409,6 @@ def execute(rc: RunConfig) -> RunResult:
         "started_at": started.isoformat(), "overrides": rc.overrides,
         "run_dir": str(run_dir), "config": rc.composed,
     }
-    judge_runner = _JudgeRunner(judges, run_id, rc.runner.dry_run)
     judging = _Judging(judge_runner, writer, source)
     n_excluded: dict[str, int] = {}
     try:

@@ -150,3 +150,54 @@ def test_a_run_judged_on_the_thread_writes_what_one_judged_in_line_writes(tmp_pa
     for name in ("records", "judgments", "metrics"):
         assert table(threaded, name) == table(inline, name), name
     assert len(table(threaded, "judgments")) == 40 * 2 + 40
+
+
+class _Seeing:
+    """A judge that notes the columns of each batch it gets."""
+
+    def __init__(self, columns: list[str] | None = None) -> None:
+        if columns is not None:
+            self.columns = columns
+        self.seen: list[list[str]] = []
+
+    def judge(self, batch: pa.Table) -> pa.Table:
+        self.seen.append(batch.column_names)
+        return pa.table({"record_id": batch.column("record_id"),
+                         "status": pa.repeat(pa.scalar("ok"), batch.num_rows)})
+
+
+def _records() -> pa.Table:
+    from evalkit.results.schemas import RECORDS, conform
+
+    return conform([{"record_id": "a", "output": "x", "input": "p", "model": "m"},
+                    {"record_id": "b", "output": "y", "excluded_by": "f",
+                     "exclude_reason": "why"}], RECORDS, {"run_id": "r"})
+
+
+def _inst(name: str) -> Any:
+    return type("Inst", (), {"name": name, "plugin": name})()
+
+
+def test_judges_that_name_their_columns_get_those_columns_only():
+    """When every judge says which record columns it reads, the included records they get
+    hold those columns (and record_id, in the records' order) only; one judge that does not
+    say gives every judge every column. The judgments are the same either way."""
+    from evalkit.runner.pipeline import _JudgeRunner
+
+    narrow, other = _Seeing(["output"]), _Seeing(["input", "output"])
+    runner = _JudgeRunner([(_inst("n"), narrow), (_inst("o"), other)], "r", False)
+    parts = runner.run(_records())
+    assert narrow.seen == other.seen == [["record_id", "input", "output"]]
+    wide = _Seeing()
+    all_parts = _JudgeRunner([(_inst("n"), _Seeing(["output"])), (_inst("o"), wide)],
+                             "r", False).run(_records())
+    assert wide.seen == [_records().column_names]
+    assert [p.to_pylist() for p in parts] == [p.to_pylist() for p in all_parts]
+    assert [r["status"] for p in parts for r in p.to_pylist()] == ["ok", "skipped"] * 2
+
+
+def test_a_judge_naming_a_column_records_lack_fails_before_the_run():
+    from evalkit.runner.pipeline import _JudgeRunner
+
+    with pytest.raises(EvalkitError, match=r"\['outptu'\], which are not record columns"):
+        _JudgeRunner([(_inst("n"), _Seeing(["outptu"]))], "r", False)

@@ -34,6 +34,7 @@ class RefusalJudge:
 
     Config = RefusalConfig
     thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
+    columns = ["output"]  # the record columns judge() reads (and record_id)
 
     def __init__(self, name: str, config: RefusalConfig, ctx: object) -> None:
         self.config = config
