@@ -418,14 +418,28 @@ class RecordBuilder:
         if len(extras) > 1:  # metadata keeps each row's own key order, which structs lose
             return False
         texts = frozenset(h for h in self.text_heads if type(head.get(h)) in (list, dict))
-        try:
-            typed = _typed(self.plan, extras, self.extra_to_metadata, texts)
-        except ValueError:  # msgspec takes no field name with '"', '\\' or control characters
-            return False
-        try:
-            rows = typed.decoder.decode_lines(data)
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-            return False  # (msgspec raises the last for a string that is not UTF-8)
+        # first a struct of the mapped keys the first line has (a key that no row has, as
+        # most of the record columns a file does not fill, costs each row a field to fill,
+        # copy and free: a tenth of the decoding); unknown keys are refused, so a later line
+        # with another mapped key sends the chunk to the struct of every mapped key (and so
+        # would any line of a file whose unmapped keys are dropped, not kept: not tried then)
+        narrow = tuple((h, keys) for h, keys in self.plan if h in head)
+        plans = [(narrow, True)] if len(narrow) < len(self.plan) and \
+            (self.extra_to_metadata or not frozenset(head) - self.consumed) else []
+        for plan, forbid in [*plans, (self.plan, self.extra_to_metadata)]:
+            try:
+                typed = _typed(plan, extras, forbid, texts)
+            except ValueError:  # msgspec takes no field name with '"', '\\' or control chars
+                return False
+            try:
+                rows = typed.decoder.decode_lines(data)
+                break
+            except msgspec.ValidationError:
+                if plan is narrow:
+                    continue
+                return False
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                return False  # (msgspec raises the last for a string that is not UTF-8)
         if len(rows) != lines:
             return False  # a blank line was skipped: line numbers would shift
         try:

@@ -231,6 +231,43 @@ def test_typed_decoding_maps_exactly_as_line_by_line(tmp_path: Path, ctx: RunCon
     assert json.loads(rejects[2]["raw"]) == SHAPES[5]
 
 
+@pytest.mark.parametrize("extra_to_metadata", [True, False])
+def test_keys_the_first_line_lacks_are_decoded_all_the_same(
+        tmp_path: Path, ctx: RunContext, monkeypatch: pytest.MonkeyPatch,
+        extra_to_metadata: bool) -> None:
+    """Typed decoding first reads the mapped keys of the first line only; a later line with
+    another mapped key (reference, tags) makes it read every mapped key, and the chunk maps
+    as line by line does. A chunk whose lines have the first line's keys is read by the
+    struct of those keys (when unmapped keys go to the metadata, as by default)."""
+    import evalkit.sources._mapping as mapping
+
+    made: list[int] = []
+    typed_of = mapping._typed
+    monkeypatch.setattr(mapping, "_typed", lambda plan, *a: made.append(len(plan)) or
+                        typed_of(plan, *a))
+    same = [{"id": f"s{i}", "model": "m", "output": f"o{i}", "team": "x"} for i in range(3)]
+    path = _write(tmp_path / "same.jsonl", [json.dumps(r) for r in same])
+    typed = _spy_typed(monkeypatch)
+    fast = _read(path, ctx, record_id="id", extra_to_metadata=extra_to_metadata)
+    # id, model, output; when unmapped keys are dropped, every line would be refused
+    assert typed == [True] and (made == [3] if extra_to_metadata else made[0] > 3)
+    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
+    assert fast == _read(path, ctx, record_id="id", extra_to_metadata=extra_to_metadata)
+    monkeypatch.undo()
+
+    rows = [*same[:2], {"id": "r", "model": "m", "reference": "gold", "tags": ["t"],
+                        "team": "y"}, same[2]]
+    path = _write(tmp_path / "later.jsonl", [json.dumps(r) for r in rows])
+    typed = _spy_typed(monkeypatch)
+    fast = _read(path, ctx, record_id="id", extra_to_metadata=extra_to_metadata)
+    assert typed == [True]
+    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
+    assert fast == _read(path, ctx, record_id="id", extra_to_metadata=extra_to_metadata)
+    later = fast[0][2]
+    assert (later["reference"], later["tags"]) == ("gold", ["t"])
+    assert later.get("metadata") == ('{"team":"y"}' if extra_to_metadata else None)
+
+
 # values of a text column read raw (the first line's input is a list): each becomes the text
 # that parsing the line gives, whatever its JSON spelling
 RAW_INPUTS = [
