@@ -74,9 +74,9 @@ class Judge(Protocol):
     says ``judge`` may run on a thread other than the one that built the judge (it keeps no
     thread-bound resource, such as a sqlite connection); when every judge of a run says so,
     each batch is judged on a thread while the run reads, filters and writes the next.
-    ``columns`` (a list of record columns) says which columns ``judge`` reads: when every
-    judge of a run says so, the batches they get hold those columns (and ``record_id``) only,
-    which spares copying the others for the included records."""
+    ``wanted_columns()`` (the record columns the judge reads) lets the runner hand the judges
+    those columns (and ``record_id``) only, when every judge of the run has it: the others
+    are not copied for the included records."""
 
     Config: ClassVar[type]
 

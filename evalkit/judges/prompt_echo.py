@@ -266,7 +266,10 @@ class PromptEchoJudge:
 
     def __init__(self, name: str, config: PromptEchoConfig, ctx: object) -> None:
         self.config = config
-        self.columns = ["output", *config.against]  # the record columns judge() reads
+
+    def wanted_columns(self) -> list[str]:
+        """The record columns :meth:`judge` reads."""
+        return ["output", *self.config.against]
 
     def judge(self, batch: pa.Table) -> pa.Table:
         """One judgment per record; a null output is an error judgment (nothing to compare)."""

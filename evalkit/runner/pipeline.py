@@ -98,12 +98,13 @@ class _RecordOrder:
 
 def _read_columns(plugins: list[Any]) -> list[str] | None:
     """The record columns the judges read, in the records' order, when each of them says
-    (``columns``); ``None`` (every column) when one does not. ``record_id`` is always in."""
+    (``wanted_columns()``); ``None`` (every column) when one does not. ``record_id`` is
+    always in."""
     wanted = {"record_id"}
     for plugin in plugins:
-        columns = getattr(plugin, "columns", None)
-        if columns is None:
+        if not hasattr(plugin, "wanted_columns"):
             return None
+        columns = list(plugin.wanted_columns())
         unknown = [c for c in columns if c not in RECORDS.names]
         if unknown:
             raise EvalkitError(f"judge plugin {type(plugin).__name__} reads {unknown}, which "
@@ -141,9 +142,9 @@ class _JudgeRunner:
         marked = records.column("excluded_by")
         # the judges' columns alone are copied into the included records (not every prompt
         # and completion of the batch when they read a few columns)
-        judged = records.select(self.columns) if self.columns else records
-        included = judged.filter(pc.is_null(marked)) if marked.null_count < len(marked) \
-            else judged
+        readable = records.select(self.columns) if self.columns else records
+        included = readable.filter(pc.is_null(marked)) if marked.null_count < len(marked) \
+            else readable
         # the skipped judgments need these columns only (filtering copies every column)
         excluded = records.select(["record_id", "excluded_by", "exclude_reason"]).filter(
             pc.is_valid(marked))
@@ -151,7 +152,7 @@ class _JudgeRunner:
         judged: dict[str, pa.Table] = {}
         pending: list[tuple[PluginInstance, Any, pa.Table]] = []
         for inst, plugin in self.judges:
-            data = self._inputs(plugin, judged, included)
+            data = self._inputs(plugin, readable, included)
             if not getattr(plugin, "applies_to_excluded", False) and excluded.num_rows:
                 skipped[inst.name] = self._skipped(inst, plugin, excluded)
             if self.dry_run:

@@ -155,9 +155,10 @@ def test_a_run_judged_on_the_thread_writes_what_one_judged_in_line_writes(tmp_pa
 class _Seeing:
     """A judge that notes the columns of each batch it gets."""
 
-    def __init__(self, columns: list[str] | None = None) -> None:
+    def __init__(self, columns: list[str] | None = None, excluded_too: bool = False) -> None:
         if columns is not None:
-            self.columns = columns
+            self.wanted_columns = lambda: columns
+        self.applies_to_excluded = excluded_too
         self.seen: list[list[str]] = []
 
     def judge(self, batch: pa.Table) -> pa.Table:
@@ -184,16 +185,19 @@ def test_judges_that_name_their_columns_get_those_columns_only():
     say gives every judge every column. The judgments are the same either way."""
     from evalkit.runner.pipeline import _JudgeRunner
 
-    narrow, other = _Seeing(["output"]), _Seeing(["input", "output"])
+    narrow, other = _Seeing(["output"]), _Seeing(["input", "output"], excluded_too=True)
     runner = _JudgeRunner([(_inst("n"), narrow), (_inst("o"), other)], "r", False)
     parts = runner.run(_records())
     assert narrow.seen == other.seen == [["record_id", "input", "output"]]
     wide = _Seeing()
-    all_parts = _JudgeRunner([(_inst("n"), _Seeing(["output"])), (_inst("o"), wide)],
-                             "r", False).run(_records())
+    all_parts = _JudgeRunner([(_inst("n"), _Seeing(["output"])),
+                              (_inst("o"), _Seeing(["input"], excluded_too=True)),
+                              (_inst("w"), wide)], "r", False).run(_records())
     assert wide.seen == [_records().column_names]
-    assert [p.to_pylist() for p in parts] == [p.to_pylist() for p in all_parts]
-    assert [r["status"] for p in parts for r in p.to_pylist()] == ["ok", "skipped"] * 2
+    assert [p.to_pylist() for p in parts] == [p.to_pylist() for p in all_parts[:2]]
+    # the judge of excluded records too saw both; the other judged one, skipped one
+    assert [[r["status"] for r in p.to_pylist()] for p in parts] == [["ok", "skipped"],
+                                                                     ["ok", "ok"]]
 
 
 def test_a_judge_naming_a_column_records_lack_fails_before_the_run():

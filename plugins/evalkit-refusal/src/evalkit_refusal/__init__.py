@@ -34,13 +34,16 @@ class RefusalJudge:
 
     Config = RefusalConfig
     thread_safe = True  # judge() may run on a thread of the runner (pure function of the batch)
-    columns = ["output"]  # the record columns judge() reads (and record_id)
 
     def __init__(self, name: str, config: RefusalConfig, ctx: object) -> None:
         self.config = config
         # one pass for all patterns: each in its own group, so its inline flags ((?i))
         # stay within it
         self.any_pattern = "|".join(f"(?:{p})" for p in config.patterns)
+
+    def wanted_columns(self) -> list[str]:
+        """The record columns :meth:`judge` reads (the runner adds ``record_id``)."""
+        return ["output"]
 
     def judge(self, batch: pa.Table) -> pa.Table:
         output = pc.fill_null(batch.column("output"), "")
