@@ -183,3 +183,31 @@ def test_rows_taken_as_their_own_cells_give_the_deduplicated_values(monkeypatch)
         assert cells is src and np.isnan(idx).sum() == src.null_count
         assert np.array_equal(pe.echo_values(out, [src, out]), deduplicated, equal_nan=True)
     assert len(pe._cells(out)[0]) < len(out)  # repeated outputs are still deduplicated
+
+
+def test_short_and_long_outputs_share_the_same_n_gram_value(monkeypatch):
+    """An output of few words counts its n-grams by substring search in the prompt, a
+    longer one by set intersection: both give the same share on partial copies, repeats,
+    and words that are prefixes or suffixes of the prompt's words."""
+    import random
+
+    import evalkit.judges.prompt_echo as pe
+
+    rng = random.Random(7)
+    vocab = ["the", "then", "he", "a", "at", "cat", "cats", "sat", "mat", "on", "one", "x"]
+    prompts = [" ".join(rng.choice(vocab) for _ in range(rng.randint(3, 60)))
+               for _ in range(300)]
+    outputs = []
+    for p in prompts:
+        words = p.split()
+        k = rng.randint(0, len(words) - 1)
+        outputs.append(" ".join(words[k:k + rng.randint(1, 12)]
+                                + [rng.choice(vocab) for _ in range(rng.randint(0, 12))]))
+
+    def values(few_words):
+        monkeypatch.setattr(pe, "_FEW_WORDS", few_words)
+        return [pe.echo_similarity(o, p, probe=1000) for o, p in zip(outputs, prompts, strict=True)]
+
+    searched, intersected = values(10_000), values(0)
+    assert searched == intersected
+    assert 0.0 < sum(searched) < len(searched) and len(set(searched)) > 10
