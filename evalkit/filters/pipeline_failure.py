@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -103,13 +104,17 @@ def is_http_error_body(text: str) -> bool:
 
 def _confirm(output: pa.Array | pa.ChunkedArray, hint: pa.Array,
              check: Callable[[str], bool]) -> pa.Array:
-    """Run the exact ``check`` only where the vectorised ``hint`` matched."""
+    """Run the exact ``check`` only where the vectorised ``hint`` matched, once per distinct
+    text (failed calls repeat their error body: one rate-limit message for thousands)."""
     idx = pc.indices_nonzero(pc.fill_null(hint, False))
-    flags = [False] * len(output)
+    flags = np.zeros(len(output), bool)
     if len(idx):
-        for i, text in zip(idx.to_pylist(), output.take(idx).to_pylist(), strict=True):
-            flags[i] = bool(text) and check(text)
-    return pa.array(flags, pa.bool_())
+        texts = pc.dictionary_encode(one_array(output.take(idx)))
+        verdicts = np.array([bool(text) and check(text)
+                             for text in texts.dictionary.to_pylist()] + [False], bool)
+        codes = pc.fill_null(texts.indices, len(texts.dictionary))  # a null: no completion
+        flags[idx.to_numpy()] = verdicts[codes.to_numpy()]
+    return pa.array(flags)
 
 
 def _hints(output: pa.Array | pa.ChunkedArray) -> Callable[[str], pa.Array]:

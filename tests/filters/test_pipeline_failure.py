@@ -134,3 +134,26 @@ def test_hints_on_the_outputs_that_can_match_give_the_hints_on_all(batch, monkey
     assert got.to_pylist() == pf.failure_reasons(table, PipelineFailureConfig()).to_pylist()
     assert (share == 0.0) == (got.null_count == 400 - sum(r["output"] in ("", None)
                                                            for r in rows))
+
+
+def test_each_distinct_candidate_is_checked_once_with_the_flags_of_each_row():
+    """Candidates repeat (one rate-limit body for thousands of failed calls): the exact check
+    runs once per distinct text, and every row gets its text's verdict; null and empty
+    candidates are never failures; rows the hint did not pick stay false."""
+    import pyarrow as pa
+
+    from evalkit.filters.pipeline_failure import _confirm
+
+    error, other = '{"error": {"code": 429}}', '{"name": "x"}'
+    texts = [error, other, None, error, "", "plain", error, other]
+    hint = pa.array([True, True, True, True, True, False, None, True])
+    seen: list[str] = []
+
+    def check(text: str) -> bool:
+        seen.append(text)
+        return is_http_error_body(text)
+
+    output = pa.chunked_array([texts[:3], texts[3:]], pa.string())
+    assert _confirm(output, hint, check).to_pylist() == [True, False, False, True, False,
+                                                         False, False, False]
+    assert sorted(seen) == sorted([error, other])
