@@ -192,6 +192,22 @@ def _spy_typed(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return answers
 
 
+def _both_ways(path: Path, ctx: RunContext, monkeypatch: pytest.MonkeyPatch,
+               **options: Any) -> tuple[tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                              list[dict[str, Any]]], list[bool]]:
+    """A read as it happens (what each chunk's ``add_typed`` answered beside it), checked
+    equal to a read that parses every line on its own."""
+    import evalkit.sources._mapping as mapping
+
+    with monkeypatch.context() as patch:
+        spied = _spy_typed(patch)
+        fast = _read(path, ctx, **options)
+        typed = list(spied)
+        patch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
+        assert fast == _read(path, ctx, **options)
+    return fast, typed
+
+
 # rows of every shape the typed decoding must map as parsing line by line does
 SHAPES = [
     {"id": "a", "model": "m", "usage": {"input": 1, "output": 2, "total": 3}, "team": "x",
@@ -211,18 +227,11 @@ def test_typed_decoding_maps_exactly_as_line_by_line(tmp_path: Path, ctx: RunCon
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of one shape are decoded at once (msgspec structs); the records, rejects and
     their raw text are the same as parsing each line."""
-    import evalkit.sources._mapping as mapping
-
     path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in SHAPES])
-    options = {"record_id": "id", "required": ["model"],
-               "fields": {"input_tokens": "usage.input", "output_tokens": "usage.output"}}
-    typed = _spy_typed(monkeypatch)
-    fast = _read(path, ctx, **options)
+    (records, rejects, _), typed = _both_ways(
+        path, ctx, monkeypatch, record_id="id", required=["model"],
+        fields={"input_tokens": "usage.input", "output_tokens": "usage.output"})
     assert typed == [True]
-    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
-    slow = _read(path, ctx, **options)
-    assert fast == slow
-    records, rejects, _ = fast
     assert [r["record_id"] for r in records] == ["a", "b", "c", "7", "i"]
     assert [(r["input_tokens"], r["output_tokens"]) for r in records][:2] == [(1, 2),
                                                                               (None, None)]
@@ -247,22 +256,17 @@ def test_keys_the_first_line_lacks_are_decoded_all_the_same(
                         typed_of(plan, *a))
     same = [{"id": f"s{i}", "model": "m", "output": f"o{i}", "team": "x"} for i in range(3)]
     path = _write(tmp_path / "same.jsonl", [json.dumps(r) for r in same])
-    typed = _spy_typed(monkeypatch)
-    fast = _read(path, ctx, record_id="id", extra_to_metadata=extra_to_metadata)
+    _, typed = _both_ways(path, ctx, monkeypatch, record_id="id",
+                          extra_to_metadata=extra_to_metadata)
     # id, model, output; when unmapped keys are dropped, every line would be refused
-    assert typed == [True] and (made == [3] if extra_to_metadata else made[0] > 3)
-    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
-    assert fast == _read(path, ctx, record_id="id", extra_to_metadata=extra_to_metadata)
-    monkeypatch.undo()
+    assert typed == [True] and (made[0] == 3 if extra_to_metadata else made[0] > 3)
 
     rows = [*same[:2], {"id": "r", "model": "m", "reference": "gold", "tags": ["t"],
                         "team": "y"}, same[2]]
     path = _write(tmp_path / "later.jsonl", [json.dumps(r) for r in rows])
-    typed = _spy_typed(monkeypatch)
-    fast = _read(path, ctx, record_id="id", extra_to_metadata=extra_to_metadata)
+    fast, typed = _both_ways(path, ctx, monkeypatch, record_id="id",
+                             extra_to_metadata=extra_to_metadata)
     assert typed == [True]
-    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
-    assert fast == _read(path, ctx, record_id="id", extra_to_metadata=extra_to_metadata)
     later = fast[0][2]
     assert (later["reference"], later["tags"]) == ("gold", ["t"])
     assert later.get("metadata") == ('{"team":"y"}' if extra_to_metadata else None)
@@ -283,17 +287,12 @@ def test_raw_text_columns_map_exactly_as_line_by_line(tmp_path: Path, ctx: RunCo
     """A text column whose first value is a list or an object is decoded raw and written
     back by orjson, value by value: the same text as parsing each line, for every spelling
     (escapes, spaces, numbers orjson reads as floats, strings, nulls, an absent key)."""
-    import evalkit.sources._mapping as mapping
 
     lines = [f'{{"id": "r{i}", "model": "m", "input": {v}}}' for i, v in enumerate(RAW_INPUTS)]
     lines.append('{"id": "absent", "model": "m"}')
     path = _write(tmp_path / "a.jsonl", lines)
-    options = {"record_id": "id"}
-    typed = _spy_typed(monkeypatch)
-    fast = _read(path, ctx, **options)
+    fast, typed = _both_ways(path, ctx, monkeypatch, record_id="id")
     assert typed == [True]
-    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
-    assert fast == _read(path, ctx, **options)
     inputs = [r["input"] for r in fast[0]]
     assert inputs[:4] == ['[{"role":"user","content":"hi"},{"role":"assistant","content":'
                           '"caf\u00e9 /"}]', "a plain prompt", None, "12.5"]
@@ -322,16 +321,12 @@ def test_a_raw_value_orjson_cannot_read_sends_the_chunk_line_by_line(
 def test_chunks_of_other_shapes_are_read_line_by_line(tmp_path: Path, ctx: RunContext,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      odd: str) -> None:
-    import evalkit.sources._mapping as mapping
 
     lines = [json.dumps(r) for r in SHAPES[:3]] + [odd] + [json.dumps(SHAPES[8])]
     path = _write(tmp_path / "a.jsonl", lines)
-    options = {"record_id": "id", "fields": {"input_tokens": "usage.input"}}
-    typed = _spy_typed(monkeypatch)
-    fast = _read(path, ctx, **options)
+    fast, typed = _both_ways(path, ctx, monkeypatch, record_id="id",
+                             fields={"input_tokens": "usage.input"})
     assert typed == [False]
-    monkeypatch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
-    assert fast == _read(path, ctx, **options)
     ids = [r["record_id"] for r in fast[0]]
     assert ids == ["a", "b", "c", "x", "i"] if odd.endswith(("1}", "}\"}")) else \
         ids == ["a", "b", "c", "i"]
