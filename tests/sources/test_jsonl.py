@@ -299,10 +299,13 @@ def test_raw_text_columns_map_exactly_as_line_by_line(tmp_path: Path, ctx: RunCo
     assert inputs[-1] is None and not fast[1]
 
 
+@pytest.mark.parametrize("bad", [b"[1e400]", b'["\\ud800"]', b'["caf\xe9"]'])
 def test_a_raw_value_orjson_cannot_read_sends_the_chunk_line_by_line(
-        tmp_path: Path, ctx: RunContext, monkeypatch: pytest.MonkeyPatch) -> None:
-    lines = [f'{{"id": "r{i}", "model": "m", "input": {v}}}'
-             for i, v in enumerate(['[{"content": "ok"}]', "[1e400]", '{"a": 1}'])]
+        tmp_path: Path, ctx: RunContext, monkeypatch: pytest.MonkeyPatch, bad: bytes) -> None:
+    """A number out of range, a lone surrogate, bytes that are not UTF-8 inside a raw value:
+    the chunk is parsed line by line, which rejects that line and keeps the others."""
+    lines = [b'{"id": "r%d", "model": "m", "input": %s}' % (i, v)
+             for i, v in enumerate([b'[{"content": "ok"}]', bad, b'{"a": 1}'])]
     path = _write(tmp_path / "a.jsonl", lines)
     typed = _spy_typed(monkeypatch)
     records, rejects, _ = _read(path, ctx, record_id="id")
