@@ -46,6 +46,7 @@ def slices(table: pa.Table, slice_by: list[str]) -> Iterator[tuple[str, pa.Table
 
 
 _FEW_DISTINCT = 256
+_FEW_SAMPLE = 4 * _FEW_DISTINCT  # rows looked at first for more than _FEW_DISTINCT levels
 LARGE_N = 20_000
 """Above this many values, intervals come from closed forms (normal for a mean, order
 statistics for a quantile) that the bootstrap converges to, instead of n_boot × n draws."""
@@ -63,8 +64,13 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
     if n < 2 or n_boot <= 0:
         return None, None, None
     alpha = (1.0 - confidence) / 2
-    levels, counts = np.unique(values, return_counts=True)
-    if len(levels) <= _FEW_DISTINCT:
+    # more distinct values in the first rows than a few levels allow: no need to sort them all
+    # to find out (the full np.unique of 750,000 latencies cost 46 ms, for nothing above 20k)
+    few = len(np.unique(values[:_FEW_SAMPLE])) <= _FEW_DISTINCT
+    if few:
+        levels, counts = np.unique(values, return_counts=True)
+        few = len(levels) <= _FEW_DISTINCT
+    if few:
         rng = np.random.default_rng(seed)
         means = rng.multinomial(n, counts / n, size=n_boot) @ levels / n
         lo, hi = np.quantile(means, [alpha, 1 - alpha])
@@ -134,13 +140,21 @@ def _resampled(values: np.ndarray, stat: Callable[[np.ndarray], float], n_boot: 
 def quantile_ci(values: np.ndarray, q: float, confidence: float) -> tuple[float, float]:
     """The distribution-free interval of the ``q`` quantile from order statistics, with the
     normal approximation of the binomial ranks (accurate for the large n it is used for)."""
+    return quantile_cis(values, [q], confidence)[0]
+
+
+def quantile_cis(values: np.ndarray, qs: list[float], confidence: float
+                 ) -> list[tuple[float, float]]:
+    """:func:`quantile_ci` of each quantile in ``qs``, from one partition of ``values`` at
+    every rank they need (a partition is O(n) where a sort is O(n log n))."""
     from statistics import NormalDist
 
     n = len(values)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    half = z * np.sqrt(n * q * (1 - q))
-    lo = int(np.clip(np.floor(n * q - half), 0, n - 1))
-    hi = int(np.clip(np.ceil(n * q + half), 0, n - 1))
-    # the two order statistics alone: a partition is O(n) where a sort is O(n log n)
-    ordered = np.partition(values, [lo, hi])
-    return float(ordered[lo]), float(ordered[hi])
+    ranks = []
+    for q in qs:
+        half = z * np.sqrt(n * q * (1 - q))
+        ranks.append((int(np.clip(np.floor(n * q - half), 0, n - 1)),
+                      int(np.clip(np.ceil(n * q + half), 0, n - 1))))
+    ordered = np.partition(values, sorted({r for pair in ranks for r in pair}))
+    return [(float(ordered[lo]), float(ordered[hi])) for lo, hi in ranks]

@@ -9,7 +9,7 @@ import numpy as np
 
 from evalkit.metrics._paired import bootstrap
 from evalkit.metrics._signals import SliceConfig, excluded_mask, index_slices, metric_row
-from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_ci
+from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_cis
 
 _NUMERIC = ("latency_s", "cost_usd", "input_tokens", "output_tokens", "confidence")
 
@@ -86,8 +86,8 @@ class LatencyMetric:
                 details["n_negative_ignored"] = int(negative[considered].sum())
             if len(v) > LARGE_N and cfg.n_boot > 0:
                 # closed forms the bootstrap converges to: O(n log n), not n_boot × n
-                cis = {_stat_name(q): quantile_ci(v, q / 100, cfg.confidence)
-                       for q in cfg.percentiles}
+                cis = dict(zip(map(_stat_name, cfg.percentiles), quantile_cis(
+                    v, [q / 100 for q in cfg.percentiles], cfg.confidence), strict=True))
                 cis["mean"] = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)[:2]
                 details["ci_method"] = "order statistics (percentiles), normal (mean)"
             else:

@@ -104,18 +104,47 @@ def test_percentile_statistics_share_one_numpy_call_per_array(monkeypatch):
 
 def test_quantile_ci_takes_the_order_statistics_of_the_sorted_values():
     """The interval's ends are the order statistics at the normal-approximation ranks, the
-    values a full sort puts there (ties, and ranks clipped at both ends, included)."""
+    values a full sort puts there (ties, and ranks clipped at both ends, included), for one
+    quantile or several from one partition."""
     from statistics import NormalDist
 
-    from evalkit.metrics._stats import quantile_ci
+    from evalkit.metrics._stats import quantile_ci, quantile_cis
 
     rng = np.random.default_rng(3)
+    qs = [0.0, 0.01, 0.5, 0.95, 0.99, 1.0]
     for values in (rng.lognormal(size=25_001), rng.integers(0, 7, size=30_000).astype(float),
                    np.arange(40.0)):
-        for q in (0.0, 0.01, 0.5, 0.95, 0.99, 1.0):
+        expected = []
+        for q in qs:
             n = len(values)
             half = NormalDist().inv_cdf(0.975) * np.sqrt(n * q * (1 - q))
             lo = min(max(int(np.floor(n * q - half)), 0), n - 1)
             hi = min(max(int(np.ceil(n * q + half)), 0), n - 1)
             ordered = np.sort(values)
-            assert quantile_ci(values, q, 0.95) == (ordered[lo], ordered[hi])
+            expected.append((ordered[lo], ordered[hi]))
+            assert quantile_ci(values, q, 0.95) == expected[-1]
+        assert quantile_cis(values, qs, 0.95) == expected
+
+
+def test_mean_ci_levels_are_counted_only_when_few():
+    """Few levels (flags, scores) get the multinomial bootstrap, whatever comes first in the
+    array; many distinct values skip counting levels and take the resampling or the normal
+    interval; the interval is the one the definition gives either way."""
+    from statistics import NormalDist
+
+    from evalkit.metrics._stats import mean_ci
+
+    rng = np.random.default_rng(5)
+    flags = np.concatenate([np.arange(200.0), rng.integers(0, 2, 30_000).astype(float)])
+    lo, hi, method = mean_ci(flags)
+    assert method == "bootstrap" and lo < flags.mean() < hi
+    levels, counts = np.unique(flags, return_counts=True)
+    means = np.random.default_rng(0).multinomial(len(flags), counts / len(flags),
+                                                 size=1000) @ levels / len(flags)
+    assert (lo, hi) == tuple(np.quantile(means, [0.025, 0.975]))
+    latencies = rng.lognormal(size=30_000)
+    lo, hi, method = mean_ci(latencies)
+    half = NormalDist().inv_cdf(0.975) * latencies.std(ddof=1) / np.sqrt(len(latencies))
+    assert method == "normal" and (lo, hi) == pytest.approx((latencies.mean() - half,
+                                                             latencies.mean() + half))
+    assert mean_ci(rng.lognormal(size=500))[2] == "bootstrap"
