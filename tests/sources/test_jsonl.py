@@ -563,3 +563,62 @@ def test_the_source_says_whether_it_parses_beside_the_run(tmp_path: Path, ctx: R
     next(batches)
     assert source.parses_beside is bool(workers)
     batches.close()
+
+
+@pytest.mark.parametrize("piece", [1, 90, 1 << 20])
+def test_pieces_are_whole_lines_with_their_counts_and_first_lines(monkeypatch, piece: int):
+    import evalkit.sources.jsonl as jsonl
+
+    monkeypatch.setattr(jsonl, "PIECE_BYTES", piece)
+    for data in (b'{"a": 1}\n\n{"b": 22}\n' * 7, b'{"a": 1}\n' * 9 + b'{"end": 0}', b"{}\n"):
+        lines = data.count(b"\n") + (not data.endswith(b"\n"))
+        pieces = list(jsonl._pieces(data, lines, 5))
+        assert b"".join(p for p, _, _ in pieces) == data
+        assert all(p.endswith(b"\n") for p, _, _ in pieces[:-1])
+        assert [n for _, n, _ in pieces] == [p.count(b"\n") + (not p.endswith(b"\n"))
+                                             for p, _, _ in pieces]
+        assert [f for _, _, f in pieces] == [5 + sum(n for _, n, _ in pieces[:k])
+                                             for k in range(len(pieces))]
+        # each cut is at the first line end at or past PIECE_BYTES: one line a piece at 1
+        assert all(len(p) >= piece for p, _, _ in pieces[:-1])
+        if piece >= len(data) or piece == 1:
+            assert len(pieces) == (1 if piece >= len(data) else lines)
+
+
+@pytest.mark.parametrize("scores", [True, False])  # (imported scores: line by line only)
+def test_a_chunk_mapped_in_pieces_gives_what_one_piece_gives(tmp_path: Path, ctx: RunContext,
+                                                             monkeypatch, scores: bool) -> None:
+    """Pieces of a few lines: the same records (a column some pieces lack included), rejects,
+    duplicates across pieces, imported scores and kept lines as the chunk in one piece; the
+    table comes back as one chunk per column."""
+    import evalkit.sources.jsonl as jsonl
+
+    rows: list[str | bytes] = []
+    for i in range(60):
+        row: dict[str, Any] = {"id": f"r{i % 47}", "model": "m", "output": f"o{i}",
+                               "grade": i / 60}
+        if i % 9 == 0:
+            row["reference"] = f"gold {i}"
+        rows.append(json.dumps(row))
+    rows[5], rows[17] = '{"id": "broken', b'{"id": "x", "output": "\xff"}'
+    rows[30] = json.dumps({"id": "other", "input": [{"role": "user", "content": "q"}]})
+    path = _write(tmp_path / "a.jsonl", rows)
+    options: dict[str, Any] = {"record_id": "id"}
+    if scores:
+        options["scores"] = {"grader": "grade"}
+    whole = _read(path, ctx, **options)
+    cfg = JsonlSourceConfig(path=str(path), **options)
+    (chunk,) = JsonlSource("s", cfg, ctx)._chunks()
+    monkeypatch.setattr(jsonl, "PIECE_BYTES", 300)
+    typed = _spy_typed(monkeypatch)
+    table, lines, rejects, imported = jsonl.map_chunk("s", cfg, ctx, (str(path), "a.jsonl"),
+                                                      chunk)
+    assert len(typed) > 10 and (not any(typed) if scores else 0 < sum(typed) < len(typed))
+    assert all(col.num_chunks == 1 for col in table.columns)
+    assert isinstance(lines, list) and len(lines) == table.num_rows == len(whole[0])
+    assert _read(path, ctx, **options) == whole
+    records, rejected, imported_scores = whole
+    assert len(records) == 46 and len(imported_scores) == (46 - 1 if scores else 0)
+    assert [r["location"].rsplit(":", 1)[1] for r in rejected][:2] == ["6", "18"]
+    assert sum("duplicate record id" in r["reason"] for r in rejected) == 12
+    assert [r["reference"] for r in records if r.get("reference")][:2] == ["gold 0", "gold 9"]
