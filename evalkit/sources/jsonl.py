@@ -317,8 +317,8 @@ class JsonlSource:
             with (gzip.open if gz else open)(path, "rb") as fh:
                 first, offset = 1, -1 if gz else 0
                 while True:
-                    if len(buf) < want:
-                        buf = bytearray(want)
+                    if len(buf) < want:  # (with room: the next blocks ask a little more)
+                        buf = bytearray(want + want // 8)
                     block = memoryview(buf)[:fh.readinto(memoryview(buf)[:want])]
                     rest = fh.readline()
                     if not block and not rest:
