@@ -117,13 +117,15 @@ def _confirm(output: pa.Array | pa.ChunkedArray, hint: pa.Array,
     return pa.array(flags)
 
 
-def _hints(output: pa.Array | pa.ChunkedArray) -> Callable[[str], pa.Array]:
+def _hints(output: pa.Array | pa.ChunkedArray, among: pa.Array) -> Callable[[str], pa.Array]:
     """``pattern -> whether each output matches`` for the hint patterns, which all start
-    with ``_HINT_START``: an output that does not (most of them) is tested once, by that,
-    not by each pattern."""
+    with ``_HINT_START``, false outside ``among`` (the rows no check has a reason for yet):
+    an output that does not start so (most of them) is tested once, by that, not by each
+    pattern, and nor is one with a reason already (a failed call's logged envelope)."""
     output = one_array(output)
     n = len(output)
-    start = pc.fill_null(pc.match_substring_regex(output, _HINT_START), False)
+    start = one_array(pc.and_(
+        pc.fill_null(pc.match_substring_regex(output, _HINT_START), False), among))
     some = pc.sum(start).as_py() or 0
     if some == n:
         return lambda pattern: pc.match_substring_regex(output, pattern)
@@ -160,8 +162,8 @@ def failure_reasons(data: pa.RecordBatch | pa.Table, cfg: PipelineFailureConfig)
         first(pc.equal(pc.utf8_trim_whitespace(output), ""), "output is empty")
     if cfg.request_envelope or cfg.null_completion or cfg.http_error:
         # only JSON-ish or HTML-ish outputs can be any of these; test the rest no further
-        matches = _hints(output)
         still = pc.is_null(reason)
+        matches = _hints(output, still)
         if cfg.request_envelope:
             hint = pc.and_(still, matches(_ENVELOPE_HINT))
             first(_confirm(output, hint, is_request_envelope),

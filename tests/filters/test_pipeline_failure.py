@@ -110,8 +110,9 @@ def test_helpers_direct():
 @pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
 def test_hints_on_the_outputs_that_can_match_give_the_hints_on_all(batch, monkeypatch, share):
     """The hint patterns run only on outputs starting with '{', '"{' or '<' (after
-    whitespace); the reasons must be those of running every pattern on every output, with
-    none, some or all outputs such candidates, nulls and table chunks among them."""
+    whitespace) that no check has a reason for yet (an error level); the reasons must be
+    those of running every pattern on every output, with none, some or all outputs such
+    candidates, nulls, error levels and table chunks among them."""
     import random
 
     import pyarrow as pa
@@ -125,15 +126,15 @@ def test_hints_on_the_outputs_that_can_match_give_the_hints_on_all(batch, monkey
               '\t{"error": {"code": 500}}', "<!doctype html><h1>503</h1>", "<HTML>404</HTML>",
               '{"name": "x"}', "<b>bold answer</b>"]
     plain = ["Paris.", "", None, ' "quoted" {"error": 1}', "x{\"request\": 1}", "text <html>"]
-    rows = [{"output": rng.choice(shaped) if rng.random() < share else rng.choice(plain)}
-            for _ in range(400)]
+    rows = [{"output": rng.choice(shaped) if rng.random() < share else rng.choice(plain),
+             "level": "ERROR" if rng.random() < 0.3 else "DEFAULT"} for _ in range(400)]
     table = pa.Table.from_batches([batch(rows[:150]), batch(rows[150:])])
     got = pf.failure_reasons(table, PipelineFailureConfig())
-    monkeypatch.setattr(pf, "_hints", lambda output: lambda pattern: pc.fill_null(
+    monkeypatch.setattr(pf, "_hints", lambda output, among: lambda pattern: pc.fill_null(
         pc.match_substring_regex(output, pattern), False))
     assert got.to_pylist() == pf.failure_reasons(table, PipelineFailureConfig()).to_pylist()
-    assert (share == 0.0) == (got.null_count == 400 - sum(r["output"] in ("", None)
-                                                           for r in rows))
+    failed = sum(r["output"] in ("", None) or r["level"] == "ERROR" for r in rows)
+    assert (share == 0.0) == (got.null_count == 400 - failed)
 
 
 def test_each_distinct_candidate_is_checked_once_with_the_flags_of_each_row():
