@@ -44,9 +44,8 @@ class ResponseCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             con = sqlite3.connect(self.path, timeout=60, isolation_level=None,
                                   check_same_thread=False)
-            con.execute("PRAGMA journal_mode=WAL")
+            _set_up(con)
             con.execute("PRAGMA synchronous=NORMAL")
-            con.execute(_SCHEMA)
             self._con = con
         return self._con
 
@@ -93,6 +92,25 @@ class ResponseCache:
             if self._con is not None:
                 self._con.close()
                 self._con = None
+
+
+def _set_up(con: sqlite3.Connection, wait_s: float = 60.0) -> None:
+    """WAL mode and the table, on a file other processes of a sweep may be setting up at the
+    same moment. SQLite answers 'database is locked' at once, busy timeout or not, to one of
+    two connections that would otherwise wait on each other (both reading the new file's
+    schema, then both writing it): that one tries again, for up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.005
+    while True:
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute(_SCHEMA)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 _CACHES: dict[Path, ResponseCache] = {}
