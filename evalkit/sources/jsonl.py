@@ -130,33 +130,38 @@ class Chunk(NamedTuple):
 PIECE_BYTES = 2 << 20
 
 
-def _pieces(data: bytes, lines: int, first: int) -> Iterator[tuple[bytes, int, int]]:
-    """``data`` (``lines`` lines from line ``first``) as pieces of whole lines of about
+def _pieces(data: bytes, first: int) -> Iterator[tuple[bytes, int, int]]:
+    """``data`` (lines from line ``first``) as pieces of whole lines of about
     ``PIECE_BYTES``, each with its number of lines and its first line's number."""
     start = 0
-    while len(data) - start > PIECE_BYTES:
-        end = data.find(b"\n", start + PIECE_BYTES - 1) + 1 or len(data)
-        piece = data[start:end]
-        n = _newlines(piece) + (not piece.endswith(b"\n"))
+    while True:
+        end = len(data)
+        if end - start > PIECE_BYTES:
+            end = data.find(b"\n", start + PIECE_BYTES - 1) + 1 or end
+        piece = data[start:end] if start or end < len(data) else data
+        n = _newlines(piece) + (bool(piece) and not piece.endswith(b"\n"))
         yield piece, n, first
-        start, first, lines = end, first + n, lines - n
-    if start < len(data) or not data:
-        yield data[start:] if start else data, lines, first
+        if end == len(data):
+            return
+        start, first = end, first + n
 
 
 def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef,
               chunk: Chunk) -> Mapped:
     """Parse and map the lines of ``chunk`` (of file ``ref``), piece by piece. Runs in a
     worker process or in the run's own; ``ctx`` only collects this chunk's rejects and
-    imports. Ids are checked across the pieces by the one builder."""
+    imports. Ids are checked across the pieces by the one builder. The pieces' lines must
+    be the chunk's: a worker reads a plain file's chunk itself, after it was counted."""
     ctx = replace(ctx, rejects=[], imported=[])
     builder = builder_for(name, config, ctx)
     add, loads = builder.add, orjson.loads
     tables: list[pa.Table] = []
     kept: list[Sequence[int]] = []  # the lines of each piece's records
+    counted = 0
     # the parsed rows hold no cycles: collections while they pile up would free nothing
     with gc_paused():
-        for data, lines, first in _pieces(chunk.data, chunk.lines, chunk.first):
+        for data, lines, first in _pieces(chunk.data, chunk.first):
+            counted += lines
             if not builder.add_typed(data, lines, ref, first):  # else: line by line
                 for lineno, line in enumerate(data.split(b"\n"), first):
                     try:
@@ -171,6 +176,9 @@ def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef
             if table is not None:
                 tables.append(table)
                 kept.append(_line_numbers(builder.kept))
+    if counted != chunk.lines:
+        raise SourceError(f"{ref[0]} changed while it was read ({counted} lines where "
+                          f"{chunk.lines} were counted); read it once it is complete")
     if not tables:
         return None, [], ctx.rejects, ctx.imported
     # one table of one chunk per column, as the run's process takes it (a copy here, on a
@@ -207,8 +215,7 @@ def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped | Sent:
     assert _WORKER is not None
     if chunk.size and not chunk.data:  # its bytes come from the file, not through a pipe
         data = _chunk_bytes(ref[0], chunk)
-        if len(data) != chunk.size or \
-                _newlines(data) + (not data.endswith(b"\n")) != chunk.lines:
+        if len(data) != chunk.size:  # (and map_chunk checks its lines as it maps them)
             raise SourceError(f"{ref[0]} changed while it was read (bytes {chunk.offset}:"
                               f"{chunk.offset + chunk.size}); read it once it is complete")
         chunk = chunk._replace(data=data)

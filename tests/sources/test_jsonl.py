@@ -375,6 +375,9 @@ def test_worker_processes_read_gzip_chunks_and_refuse_a_changed_file(tmp_path: P
     _write(path, lines[:5] + ["{}"] * 5)  # rewritten since the chunk was counted
     with pytest.raises(SourceError, match="changed while it was read"):
         jsonl._map_in_worker((str(path), path.name), chunk._replace(data=b""))
+    _write(path, lines[:8] + [lines[8] + " " + lines[9]])  # same size, a line fewer
+    with pytest.raises(SourceError, match="changed while it was read .9 lines where 10"):
+        jsonl._map_in_worker((str(path), path.name), chunk._replace(data=b""))
 
 
 def test_workers_default_to_none_for_small_inputs(tmp_path: Path, ctx: RunContext,
@@ -572,7 +575,7 @@ def test_pieces_are_whole_lines_with_their_counts_and_first_lines(monkeypatch, p
     monkeypatch.setattr(jsonl, "PIECE_BYTES", piece)
     for data in (b'{"a": 1}\n\n{"b": 22}\n' * 7, b'{"a": 1}\n' * 9 + b'{"end": 0}', b"{}\n"):
         lines = data.count(b"\n") + (not data.endswith(b"\n"))
-        pieces = list(jsonl._pieces(data, lines, 5))
+        pieces = list(jsonl._pieces(data, 5))
         assert b"".join(p for p, _, _ in pieces) == data
         assert all(p.endswith(b"\n") for p, _, _ in pieces[:-1])
         assert [n for _, n, _ in pieces] == [p.count(b"\n") + (not p.endswith(b"\n"))
