@@ -200,7 +200,6 @@ class _Typed:
                  texts: frozenset[str]) -> None:
         fields: list[tuple[str, Any, Any]] = []
         self.attrs: dict[str, tuple[str, dict[str, str]]] = {}
-        self.texts = texts
         for i, (head, keys) in enumerate([*plan, *((e, frozenset()) for e in extras)]):
             typ: Any = msgspec.Raw if head in texts else Any
             inner: dict[str, str] = {}
@@ -236,10 +235,10 @@ class _Typed:
         if head not in tops:
             # every head at once: each struct as a tuple (its fields in order, in C), the
             # tuples transposed by zip; one attrgetter pass per head cost 2.5 times more
-            # (the text heads are there already: json_texts made them)
+            # (a head already there stays: the text columns json_texts made)
             columns = zip(*map(astuple, rows), strict=True)
             tops.update((h, v) for h, v in zip(self.attrs, columns, strict=True)
-                        if h not in self.texts)
+                        if h not in tops)
         if not rest:
             return tops[head]
         get = attrgetter(self.attrs[head][1][str(rest[0])])
@@ -261,8 +260,8 @@ def json_texts(raws: Iterable[msgspec.Raw | None]) -> list[str | None]:
     """Each raw JSON value as its text cell: the string itself, or the compact JSON text of
     anything else (what :func:`RecordBuilder._column` makes of a parsed value); ``None`` for
     null or absent. Each value is parsed and written back at once, so its objects are freed
-    before the next one is made: the chunk's messages never pile up as Python objects (half
-    a row's memory, freshly mapped pages for each chunk). Raises ``orjson.JSONDecodeError``
+    before the next one is made: a piece's messages never pile up as Python objects (half a
+    row's memory). Raises ``orjson.JSONDecodeError``
     where orjson cannot read a value (a number out of range), ``orjson.JSONEncodeError``
     where it cannot write one back."""
     loads, dumps = orjson.loads, orjson.dumps
@@ -380,7 +379,7 @@ class RecordBuilder:
         self.typed: _Typed | None = None
         self.data = b""  # the chunk that add_typed decoded, and its lines once split
         self.lines: list[bytes] | None = None
-        self.texts: dict[str, Sequence[Any]] = {}  # add_typed's text heads, as json_texts
+        self.text_columns: dict[str, Sequence[Any]] = {}  # add_typed's, by json_texts
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -443,8 +442,8 @@ class RecordBuilder:
         if len(rows) != lines:
             return False  # a blank line was skipped: line numbers would shift
         try:
-            self.texts = {h: json_texts(map(attrgetter(typed.attrs[h][0]), rows))
-                          for h in texts}
+            self.text_columns = {h: json_texts(map(attrgetter(typed.attrs[h][0]), rows))
+                                 for h in texts}
         except (orjson.JSONDecodeError, orjson.JSONEncodeError):
             return False  # the line-by-line path rejects or writes what orjson cannot
         self.rows, self.typed, self.data = rows, typed, data
@@ -467,7 +466,8 @@ class RecordBuilder:
         n = len(rows)
         bad: dict[int, str] = {}
         arrays: dict[str, pa.Array] = {}
-        tops = self.texts  # top-level key -> its value in every row
+        # top-level key -> its value in every row (the text columns made already)
+        tops = self.text_columns
         ids: list[Any] | None = None
         present = self.typed.present(rows, tops) if self.typed else \
             set().union(*map(dict.keys, rows))
