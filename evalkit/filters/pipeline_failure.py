@@ -162,11 +162,9 @@ def failure_reasons(data: pa.RecordBatch | pa.Table, cfg: PipelineFailureConfig)
         first(pc.equal(pc.utf8_trim_whitespace(output), ""), "output is empty")
     if cfg.request_envelope or cfg.null_completion or cfg.http_error:
         # only JSON-ish or HTML-ish outputs can be any of these; test the rest no further
-        still = pc.is_null(reason)
-        matches = _hints(output, still)
+        matches = _hints(output, pc.is_null(reason))  # (false where a reason is found)
         if cfg.request_envelope:
-            hint = pc.and_(still, matches(_ENVELOPE_HINT))
-            first(_confirm(output, hint, is_request_envelope),
+            first(_confirm(output, matches(_ENVELOPE_HINT), is_request_envelope),
                   "output is a logged request envelope, not a completion")
         if cfg.null_completion:
             hint = pc.and_(pc.is_null(reason), matches(_NULL_COMPLETION_HINT))
