@@ -53,6 +53,31 @@ def main(argv: list[str]) -> None:
     register_resolvers()
     user_conf = Path(os.environ.get("EVALKIT_USER_CONF", "conf"))
     if user_conf.is_dir() and not any(a.startswith("hydra.searchpath") for a in argv):
-        argv = [f"hydra.searchpath=[file://{user_conf.resolve()}]", *argv]
+        argv = with_override(argv, f"hydra.searchpath=[file://{user_conf.resolve()}]")
     sys.argv = ["evalkit run", *argv]
     _task()
+
+
+# Hydra's options that take the next argument as their value (``--info`` takes one only
+# when it is one of its choices)
+_VALUE_OPTIONS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name",
+                  "-cn", "--config-dir", "-cd", "--experimental-rerun"}
+_INFO_CHOICES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+
+
+def with_override(argv: list[str], override: str) -> list[str]:
+    """``argv`` with ``override`` added among the overrides. Hydra reads the overrides as
+    one run of positional arguments, so an override put before an option (``-m``) would
+    start a run the option ends, and the overrides after it would be "unrecognized": the
+    override goes just before the first positional argument, or last when there is none."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-"):
+            return [*argv[:i], override, *argv[i:]]
+        if arg in _VALUE_OPTIONS:
+            i += 1
+        elif arg in ("--info", "-i") and i + 1 < len(argv) and argv[i + 1] in _INFO_CHOICES:
+            i += 1
+        i += 1
+    return [*argv, override]

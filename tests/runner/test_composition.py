@@ -90,3 +90,31 @@ def test_fail_on_gates_the_exit_code(tmp_path: Path, override: str) -> None:
     # the quickstart's echo alert is a warning: error passes, warning fails the run
     proc = run_cli("run", "+experiment=quickstart", override, cwd=tmp_path, check=False)
     assert proc.returncode == (0 if override.endswith("error") else 3), proc.stderr
+
+
+def test_multirun_sweeps_a_user_experiment_from_a_user_conf(tmp_path: Path) -> None:
+    # with a ./conf, the search-path override once went before -m: "unrecognized arguments"
+    _user_project(tmp_path)
+    run_cli("run", "-m", "+experiment=mine", "judges.strict_echo.threshold=0.3,0.9",
+            "runner.summary=false", cwd=tmp_path)
+    runs = run_dirs(tmp_path, "mine")
+    thresholds = sorted(json.loads((r / "manifest.json").read_text())["config"]["judges"]
+                        ["strict_echo"]["threshold"] for r in runs)
+    assert thresholds == [0.3, 0.9]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["-m", "+e=x", "a=1"], ["-m", "O", "+e=x", "a=1"]),
+    (["+e=x", "-m"], ["O", "+e=x", "-m"]),
+    (["--cfg", "job", "+e=x"], ["--cfg", "job", "O", "+e=x"]),
+    (["-cn", "config", "--multirun", "a=1,2"], ["-cn", "config", "--multirun", "O", "a=1,2"]),
+    (["--info", "searchpath"], ["--info", "searchpath", "O"]),
+    (["--info", "+e=x"], ["--info", "O", "+e=x"]),
+    (["-m"], ["-m", "O"]),
+    ([], ["O"]),
+])
+def test_the_search_path_override_joins_the_overrides(argv: list[str],
+                                                      expected: list[str]) -> None:
+    from evalkit.runner.app import with_override
+
+    assert with_override(argv, "O") == expected
