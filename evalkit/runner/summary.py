@@ -10,7 +10,7 @@ import pyarrow as pa
 
 if TYPE_CHECKING:
     from evalkit.config import RunConfig
-    from evalkit.runner.pipeline import RunResult
+    from evalkit.runner.result import RunResult
 
 
 def _num(value: float | None) -> str:

@@ -17,8 +17,9 @@ from omegaconf import OmegaConf
 
 from evalkit.config import load
 from evalkit.errors import EvalkitError
-from evalkit.runner import pipeline
-from evalkit.runner.pipeline import _Judging, execute
+from evalkit.runner import judging as runner_judging
+from evalkit.runner.judging import JudgeRunner, Judging
+from evalkit.runner.pipeline import execute
 
 
 class _Safe:
@@ -59,9 +60,9 @@ class _Writer:
 
 
 def _judge_batches(runner: _Runner, n: int, source: _Source | None = None
-                   ) -> tuple[_Judging, _Writer]:
+                   ) -> tuple[Judging, _Writer]:
     writer = _Writer()
-    judging = _Judging(runner, writer, source or _Source())  # type: ignore[arg-type]
+    judging = Judging(runner, writer, source or _Source())  # type: ignore[arg-type]
     for b in range(n):
         judging.submit(pa.table({"b": [b]}), [pa.table({"imported": [b]})])
     judging.finish()
@@ -70,20 +71,20 @@ def _judge_batches(runner: _Runner, n: int, source: _Source | None = None
 
 
 def test_parts_are_written_in_batch_order_computed_then_imported(monkeypatch):
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 2)
     runner = _Runner()
     _, writer = _judge_batches(runner, 4)
     assert writer.parts == [p for b in range(4) for p in ({"computed": b}, {"imported": b})]
     assert runner.threads == ["evalkit-judges_0"] * 4
     assert not [t for t in threading.enumerate() if t.name.startswith("evalkit-judges")]
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 1)  # one core: judged in line
+    monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 1)  # one core: judged in line
     inline = _Runner()
     _, same = _judge_batches(inline, 4)
     assert same.parts == writer.parts and inline.threads == ["MainThread"] * 4
 
 
 def test_an_unsafe_judge_or_a_source_parsing_in_line_keeps_judges_in_line(monkeypatch):
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 2)
     runner = _Runner(object())  # (an LLM judge, state_check's database connection...)
     _judge_batches(runner, 2)
     assert runner.threads == ["MainThread"] * 2
@@ -93,9 +94,9 @@ def test_an_unsafe_judge_or_a_source_parsing_in_line_keeps_judges_in_line(monkey
 
 
 def test_a_judge_error_is_raised_and_nothing_after_it_is_written(monkeypatch):
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 2)
     writer = _Writer()
-    judging = _Judging(_Runner(fail_on=1), writer, _Source())  # type: ignore[arg-type]
+    judging = Judging(_Runner(fail_on=1), writer, _Source())  # type: ignore[arg-type]
     judging.submit(pa.table({"b": [0]}), [])
     judging.submit(pa.table({"b": [1]}), [])
     with pytest.raises(EvalkitError, match="batch 1"):
@@ -127,17 +128,17 @@ def test_a_run_judged_on_the_thread_writes_what_one_judged_in_line_writes(tmp_pa
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     seen: list[str] = []
-    judge = pipeline._JudgeRunner.run
+    judge = runner_judging.JudgeRunner.run
 
     def run(self: Any, records: pa.Table) -> list[pa.Table]:
         seen.append(threading.current_thread().name)
         return judge(self, records)
 
-    monkeypatch.setattr(pipeline._JudgeRunner, "run", run)
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner_judging.JudgeRunner, "run", run)
+    monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 2)
     threaded = _run(tmp_path, data, "threaded")
     assert set(seen) == {"evalkit-judges_0"} and len(seen) == 6
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 1)
     inline = _run(tmp_path, data, "inline")
     assert seen[6:] == ["MainThread"] * 6
 
@@ -183,14 +184,12 @@ def test_judges_that_name_their_columns_get_those_columns_only():
     """When every judge says which record columns it reads, the included records they get
     hold those columns (and record_id, in the records' order) only; one judge that does not
     say gives every judge every column. The judgments are the same either way."""
-    from evalkit.runner.pipeline import _JudgeRunner
-
     narrow, other = _Seeing(["output"]), _Seeing(["input", "output"], excluded_too=True)
-    runner = _JudgeRunner([(_inst("n"), narrow), (_inst("o"), other)], "r", False)
+    runner = JudgeRunner([(_inst("n"), narrow), (_inst("o"), other)], "r", False)
     parts = runner.run(_records())
     assert narrow.seen == other.seen == [["record_id", "input", "output"]]
     wide = _Seeing()
-    all_parts = _JudgeRunner([(_inst("n"), _Seeing(["output"])),
+    all_parts = JudgeRunner([(_inst("n"), _Seeing(["output"])),
                               (_inst("o"), _Seeing(["input"], excluded_too=True)),
                               (_inst("w"), wide)], "r", False).run(_records())
     assert wide.seen == [_records().column_names]
@@ -201,7 +200,5 @@ def test_judges_that_name_their_columns_get_those_columns_only():
 
 
 def test_a_judge_naming_a_column_records_lack_fails_before_the_run():
-    from evalkit.runner.pipeline import _JudgeRunner
-
     with pytest.raises(EvalkitError, match=r"\['outptu'\], which are not record columns"):
-        _JudgeRunner([(_inst("n"), _Seeing(["outptu"]))], "r", False)
+        JudgeRunner([(_inst("n"), _Seeing(["outptu"]))], "r", False)

@@ -18,7 +18,7 @@ from evalkit.config import load
 from evalkit.errors import EvalkitError
 from evalkit.metrics import _judged
 from evalkit.metrics.latency import LatencyMetric
-from evalkit.runner import pipeline
+from evalkit.runner import metrics as runner_metrics
 from evalkit.runner.pipeline import execute
 
 METRICS = {
@@ -78,11 +78,11 @@ def seen(monkeypatch) -> list[tuple[str, str]]:
 
 
 def test_threads_give_the_rows_of_the_runs_thread(tmp_path, data, monkeypatch, seen):
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner_metrics.os, "cpu_count", lambda: 2)
     threaded = _metrics(_run(tmp_path, data, "threaded"))
     on_threads = list(seen)
     seen.clear()
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(runner_metrics.os, "cpu_count", lambda: 1)
     inline = _metrics(_run(tmp_path, data, "inline"))
     assert threaded == inline
     assert [r["metric"] for r in threaded][:1] == ["echo_rate"]  # config order
@@ -96,14 +96,14 @@ def test_threads_give_the_rows_of_the_runs_thread(tmp_path, data, monkeypatch, s
 
 def test_a_metric_that_is_not_thread_safe_keeps_all_on_the_runs_thread(tmp_path, data,
                                                                         monkeypatch, seen):
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner_metrics.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(LatencyMetric, "thread_safe", False)
     _run(tmp_path, data, "one_unsafe")
     assert {t for t, _ in seen} == {"MainThread"}
 
 
 def test_a_metric_error_on_a_thread_fails_the_run(tmp_path, data, monkeypatch):
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner_metrics.os, "cpu_count", lambda: 2)
 
     def broken(self: Any, con: Any) -> Any:
         raise EvalkitError("latency broke")

@@ -1,0 +1,19 @@
+"""What a finished run hands back to its caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: Path
+    manifest: dict[str, Any]
+    metrics: pa.Table
+    alerts: pa.Table
+    judgment_counts: dict[str, dict[str, int]] = field(default_factory=dict)

@@ -1,0 +1,206 @@
+"""One run: source → filters → judges → metrics → alerts, streamed batch by batch into a run
+directory. Filters mark and never drop; judges see included records only (unless they ask
+for all), excluded ones get ``status='skipped'`` judgments that say why."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalkit._arrow import one_array, one_batch
+from evalkit.config import PluginInstance, RunConfig
+from evalkit.context import RunContext
+from evalkit.errors import EvalkitError
+from evalkit.results.schemas import METRICS, RECORDS, conform
+from evalkit.results.writer import RunWriter
+from evalkit.runner.alerts import evaluate_alerts, raise_on_fired
+from evalkit.runner.judging import JudgeRunner, Judging
+from evalkit.runner.metrics import compute_metrics
+from evalkit.runner.result import RunResult
+
+
+def new_run_id() -> str:
+    """Sortable by time, unique across the processes of a sweep."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def _make(inst: PluginInstance, ctx: RunContext) -> Any:
+    return inst.cls(inst.name, inst.config, ctx)
+
+
+def apply_filters(table: pa.Table, filters: list[tuple[PluginInstance, Any]],
+                   timings: dict[str, float]) -> pa.Table:
+    excluded_by = table.column("excluded_by")
+    reason = table.column("exclude_reason")
+    batch = one_batch(table)
+    for inst, plugin in filters:
+        t0 = time.perf_counter()
+        marks = plugin.mark(batch)
+        if len(marks) != table.num_rows:
+            raise EvalkitError(f"filters.{inst.name}: plugin '{inst.plugin}' returned "
+                               f"{len(marks)} marks for {table.num_rows} records")
+        marks = pa.array(marks, pa.string()) if not isinstance(marks, pa.Array) else marks
+        newly = pc.and_(pc.is_null(excluded_by), pc.is_valid(marks))
+        excluded_by = pc.if_else(newly, inst.name, excluded_by)
+        reason = pc.if_else(newly, marks, reason)
+        timings[f"filter.{inst.name}"] = timings.get(f"filter.{inst.name}", 0.0) + \
+            time.perf_counter() - t0
+    idx = table.schema.get_field_index
+    table = table.set_column(idx("excluded_by"), "excluded_by", excluded_by)
+    return table.set_column(idx("exclude_reason"), "exclude_reason", reason)
+
+
+def _versions(rc: RunConfig) -> dict[str, str]:
+    """The version of evalkit and of every distribution whose plugin this run used."""
+    from importlib.metadata import version
+
+    from evalkit.registry import registry
+
+    out = {"evalkit": version("evalkit")}
+    reg = registry()
+    for inst in [rc.source, *rc.filters, *rc.judges, *rc.metrics, *rc.sinks]:
+        entry = reg.entries(inst.kind)[inst.plugin][0]
+        out[entry.distribution] = entry.version
+    return out
+
+
+def _push(sinks: list[tuple[PluginInstance, Any]], run_dir: Path) -> dict[str, Any]:
+    """Each sink's report. A sink that fails is reported, not raised: the run itself is done."""
+    reports: dict[str, Any] = {}
+    for inst, sink in sinks:
+        try:
+            reports[inst.name] = report = sink.push(run_dir)
+        except Exception as exc:
+            reports[inst.name] = {"error": f"{type(exc).__name__}: {exc}"}
+            print(f"evalkit: sink {inst.name} failed: {exc}", file=sys.stderr)
+            continue
+        if report.get("failed"):
+            print(f"evalkit: sink {inst.name}: {report['failed']} item(s) failed; see "
+                  f"sinks.{inst.name} in {run_dir / 'manifest.json'}", file=sys.stderr)
+    return reports
+
+
+def execute(rc: RunConfig) -> RunResult:
+    """Run ``rc`` end to end; write the run directory; print the summary."""
+    from evalkit.runner.summary import print_summary
+
+    started = datetime.now(timezone.utc)
+    t_start = time.perf_counter()
+    run_id = rc.runner.run_id or new_run_id()
+    runs_dir = Path(rc.runner.runs_dir)
+    run_dir = runs_dir / rc.experiment / run_id
+    if (run_dir / "manifest.json").exists():
+        raise EvalkitError(f"runner.run_id: a run '{run_id}' already exists in {run_dir}; "
+                           "choose another run_id or leave it unset")
+    cache_dir = Path(rc.runner.cache_dir or os.environ.get("EVALKIT_CACHE_DIR")
+                     or Path.home() / ".cache" / "evalkit")
+    ctx = RunContext(run_id=run_id, experiment=rc.experiment, run_dir=run_dir,
+                     runs_dir=runs_dir, cache_dir=cache_dir, dry_run=rc.runner.dry_run)
+    # plugins are built before the run directory exists: a bad path or setting leaves no trace
+    source = _make(rc.source, ctx)
+    filters = [(i, _make(i, ctx)) for i in rc.filters]
+    judges = [(i, _make(i, ctx)) for i in rc.judges]
+    sinks = [(i, _make(i, ctx)) for i in rc.sinks]
+    judge_runner = JudgeRunner(judges, run_id, rc.runner.dry_run)
+    writer = RunWriter(run_dir)
+    timings: dict[str, float] = {}
+    manifest: dict[str, Any] = {
+        "run_id": run_id, "experiment": rc.experiment, "status": "running",
+        "started_at": started.isoformat(), "overrides": rc.overrides,
+        "run_dir": str(run_dir), "config": rc.composed,
+    }
+    judging = Judging(judge_runner, writer, source)
+    n_excluded: dict[str, int] = {}
+    try:
+        t0 = time.perf_counter()
+        for batch in source.read():
+            timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t0
+            table = conform(batch, RECORDS, {"run_id": run_id})
+            table = apply_filters(table, filters, timings)
+            vc = pc.value_counts(one_array(table.column("excluded_by")))
+            for item in vc.to_pylist():
+                if item["values"] is not None:
+                    n_excluded[item["values"]] = n_excluded.get(item["values"], 0) + \
+                        item["counts"]
+            t1 = time.perf_counter()
+            writer.add_records(table)
+            timings["write"] = timings.get("write", 0.0) + time.perf_counter() - t1
+            judging.submit(table, list(ctx.imported))
+            ctx.imported.clear()
+            t0 = time.perf_counter()
+        judging.finish()
+        for part in ctx.imported:
+            writer.add_judgments(part)
+        ctx.imported.clear()
+        writer.finish_records()
+        timings.update(judge_runner.timings)
+
+        t0 = time.perf_counter()
+        # a run without metrics never starts DuckDB
+        metric_tables = compute_metrics([(i, _make(i, ctx)) for i in rc.metrics], ctx,
+                                        timings) if rc.metrics else []
+        metrics = pa.concat_tables(metric_tables) if metric_tables else METRICS.empty_table()
+        metrics = writer.write_table("metrics", metrics)
+        alerts = writer.write_table("alerts", evaluate_alerts(rc, metrics, run_id))
+        rejects = writer.write_table("rejects", [{"run_id": run_id, **r} for r in ctx.rejects])
+        timings["metrics"] = time.perf_counter() - t0
+    except BaseException as exc:
+        judging.close()  # (before the files it would write to go)
+        writer.abort()
+        manifest.update(status="failed", error=f"{type(exc).__name__}: {exc}",
+                        finished_at=datetime.now(timezone.utc).isoformat(),
+                        duration_s=time.perf_counter() - t_start)
+        writer.write_manifest(manifest)
+        raise
+    finally:
+        judging.close()
+        for _, plugin in judges:
+            close = getattr(plugin, "close", None)
+            if close is not None:
+                close()
+
+    counts: dict[str, dict[str, int]] = {}
+    cost = 0.0
+    unpriced = 0
+    for (judge, status), (n, c, u) in sorted(writer.judgment_stats.items()):
+        counts.setdefault(judge, {})[status] = n
+        cost += c or 0.0
+        unpriced += u
+    versions = _versions(rc)
+    manifest.update(
+        status="ok",
+        finished_at=datetime.now(timezone.utc).isoformat(),
+        duration_s=round(time.perf_counter() - t_start, 4),
+        n_records=writer.n_records,
+        n_excluded=sum(n_excluded.values()),
+        n_rejects=len(ctx.rejects),
+        n_judgments=writer.n_judgments,
+        judge_cost_usd=cost,
+        judge_calls_unpriced=unpriced,
+        excluded_by=n_excluded,
+        judgments=counts,
+        dry_run=rc.runner.dry_run,
+        dry_run_estimates=judge_runner.estimates if rc.runner.dry_run else None,
+        evalkit_version=versions["evalkit"],
+        versions=versions,
+        sources={rc.source.name: source.fingerprint() if hasattr(source, "fingerprint")
+                 else {}},
+        timings={k: round(v, 4) for k, v in timings.items()},
+    )
+    writer.write_manifest(manifest)
+    if sinks and not rc.runner.dry_run:
+        manifest["sinks"] = _push(sinks, run_dir)
+        writer.write_manifest(manifest)
+    result = RunResult(run_id, run_dir, manifest, metrics, alerts, counts)
+    if rc.runner.summary:
+        print_summary(rc, result, rejects)
+    raise_on_fired(alerts, rc.runner.fail_on)
+    return result
