@@ -17,6 +17,7 @@ from evalkit.metrics._signals import (
     mean_row,
     reasons,
 )
+from evalkit.metrics._stats import slice_sql
 
 ACTIONS = ("accepted", "edited", "bypassed")
 
@@ -75,7 +76,7 @@ def classify(con: Any, cfg: EditConfig) -> tuple[Any, list[str | None], list[str
                                                  np.ndarray, int]:
     """The records table, each record's action (None: unknown), why unknown, the edit
     distance (NaN where not computed) and how many recorded actions the distance changed."""
-    cols = "".join(f', "{c}"' for c in dict.fromkeys(cfg.slice_by))
+    cols = "".join(f", {slice_sql(c)}" for c in dict.fromkeys(cfg.slice_by))
     table = con.execute("SELECT record_id, excluded_by, user_action, output, final_output"
                         f"{cols} FROM records ORDER BY record_id").to_arrow_table()
     recorded = table.column("user_action").to_pylist()

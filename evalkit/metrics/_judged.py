@@ -22,6 +22,7 @@ from evalkit.metrics._signals import (
     per_record,
     value_groups,
 )
+from evalkit.metrics._stats import slice_sql
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def judged_table(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
 
 
 def _load(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
-    cols = ", ".join(f'r."{c}"' for c in dict.fromkeys(["excluded_by", *slice_by]))
+    cols = ", ".join(slice_sql(c, "r") for c in dict.fromkeys(["excluded_by", *slice_by]))
     # the run writes a judge's judgments in record order, one per record (the usual case):
     # then they line up with the records by position, which costs a third of a join on
     # record_id; whether they do is checked on every row first, by a count (handing the

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from evalkit.metrics._stats import SLICEABLE, check_slice_by, mean_ci, value_groups
+from evalkit.metrics._stats import SLICEABLE, check_slice_by, mean_ci, slice_sql, value_groups
 from evalkit.paths import value_at
 from evalkit.results.schemas import RECORDS
 
@@ -167,7 +167,7 @@ def fetch(con: Any, specs: Mapping[str, SignalSpec], columns: list[str],
 
     def query(pick: bool) -> tuple[str, list[Any]]:
         select = ["r.record_id", "r.excluded_by"]
-        select += [f'r."{c}"' for c in dict.fromkeys(columns)
+        select += [slice_sql(c, "r") for c in dict.fromkeys(columns)
                    if c not in ("record_id", "excluded_by")]
         joins: list[str] = []
         params: list[Any] = []

@@ -15,11 +15,24 @@ SLICEABLE = [f.name for f in RECORDS if not pa.types.is_list(f.type)]
 
 
 def check_slice_by(slice_by: list[str]) -> None:
-    """For a Config's ``validate``: every slice column must be a scalar record column."""
-    bad = [c for c in slice_by if c not in SLICEABLE]
+    """For a Config's ``validate``: every slice column must be a scalar record column or a
+    key of the records' metadata (``metadata.task``, ``metadata.user.tier``)."""
+    bad = [c for c in slice_by if c not in SLICEABLE and
+           not (c.startswith("metadata.") and all(c.split(".")[1:]))]
     if bad:
         raise ValueError(f"slice_by: {bad} are not record columns; choose from "
-                         f"{', '.join(SLICEABLE)}")
+                         f"{', '.join(SLICEABLE)}, or a metadata key as metadata.<key>")
+
+
+def slice_sql(column: str, alias: str | None = None) -> str:
+    """The SQL select item of a slice column: the column itself, or for ``metadata.<path>``
+    the metadata value at that path as text, named ``metadata.<path>``."""
+    prefix = f"{alias}." if alias else ""
+    if column.startswith("metadata."):
+        path = "$" + "".join(f'."{p}"' for p in column.split(".")[1:])
+        return (f"json_extract_string({prefix}metadata, '{path.replace(chr(39), chr(39) * 2)}')"
+                f' AS "{column}"')
+    return f'{prefix}"{column}"'
 
 
 def value_groups(column: pa.ChunkedArray | pa.Array) -> list[tuple[object, np.ndarray]]:

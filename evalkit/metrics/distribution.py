@@ -17,6 +17,7 @@ from evalkit.metrics._stats import (
     bootstrap_ci,
     mean_ci,
     quantile_ci,
+    slice_sql,
     slices,
 )
 from evalkit.results.schemas import RECORDS
@@ -75,7 +76,7 @@ class DistributionMetric:
             ok = pc.fill_null(pc.equal(table.column("status"), "ok"), False)
             values = pc.if_else(ok, table.column("value"), pa.scalar(None, pa.float64()))
         else:
-            cols = ", ".join(f'"{c}"' for c in dict.fromkeys(["excluded_by", *cfg.slice_by]))
+            cols = ", ".join(slice_sql(c) for c in dict.fromkeys(["excluded_by", *cfg.slice_by]))
             table = con.execute(f'SELECT {cols}, CAST("{cfg.column}" AS DOUBLE) AS value '
                                 "FROM records").to_arrow_table()
             values = table.column("value")

@@ -9,7 +9,7 @@ import numpy as np
 
 from evalkit.metrics._paired import bootstrap
 from evalkit.metrics._signals import SliceConfig, excluded_mask, index_slices, metric_row
-from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_cis
+from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_cis, slice_sql
 
 _NUMERIC = ("latency_s", "cost_usd", "input_tokens", "output_tokens", "confidence")
 
@@ -65,7 +65,7 @@ class LatencyMetric:
         cfg = self.config
         table = con.execute(
             f'SELECT excluded_by, "{cfg.column}" AS x'
-            + "".join(f', "{c}"' for c in dict.fromkeys(cfg.slice_by))
+            + "".join(f", {slice_sql(c)}" for c in dict.fromkeys(cfg.slice_by))
             + " FROM records ORDER BY record_id").to_arrow_table()
         x = np.array(table.column("x").to_numpy(zero_copy_only=False), dtype=float)
         negative = x < 0
