@@ -45,6 +45,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("passed", "bool"),
         ("explanation", "string"),
         ("raw", "string"),
+        ("exchange", "string"),
         ("status", "string"),
         ("error", "string"),
         ("origin", "string"),

@@ -40,6 +40,19 @@ METRICS = TABLES["metrics"]
 RAW_LIMIT = 2000
 """Characters of raw input kept in a reject row."""
 
+EXCHANGE_TEXT_LIMIT = 4000
+"""Characters kept of each message sent to a judge model and of each reply, in
+``judgments.exchange`` (the rest is cut and the cut counted in the text)."""
+EXCHANGE_CALLS_LIMIT = 8
+"""Calls of one judgment kept in ``judgments.exchange`` (the count of the others is kept)."""
+
+
+def bounded_text(text: str | None, limit: int = EXCHANGE_TEXT_LIMIT) -> str | None:
+    """``text`` cut to ``limit`` characters, saying how many were cut."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} characters cut]"
+
 
 def json_text(value: Any) -> str | None:
     """Compact JSON text for a cell (``details``, ``metadata``, an object-valued output);

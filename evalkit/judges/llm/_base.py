@@ -23,6 +23,11 @@ from evalkit.judges.llm._engine import (
 from evalkit.judges.llm._pricing import call_cost, token_prices
 from evalkit.judges.llm._progress import JudgeProgress
 from evalkit.judges.llm._prompt import approx_tokens
+from evalkit.results.schemas import (
+    EXCHANGE_CALLS_LIMIT,
+    bounded_text,
+    json_text,
+)
 
 RESPONSE_FORMATS = ("json_object", "json_schema", "none")
 
@@ -90,7 +95,24 @@ def accounting(record_id: str, results: list[CallResult]) -> dict[str, Any]:
             "latency_s": sum(r.latency_s for r in results),
             "input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
             "cost_usd": total("cost_usd"),
-            "origin": "cache" if results and all(r.cached for r in results) else "computed"}
+            "origin": "cache" if results and all(r.cached for r in results) else "computed",
+            "exchange": exchange(results)}
+
+
+def exchange(results: list[CallResult]) -> str | None:
+    """The judge's full exchange for a record, size-bounded, as JSON text: per call the
+    messages sent (the last attempt's, a re-ask included) and the raw reply, so a judgment
+    can be shown and audited (``judgments.exchange``)."""
+    calls = [{"messages": [{**m, "content": bounded_text(m.get("content"))}
+                           if isinstance(m.get("content"), str) else m for m in r.sent],
+              "reply": bounded_text(r.raw), "error": r.error, "cached": r.cached}
+             for r in results[:EXCHANGE_CALLS_LIMIT] if r.sent is not None]
+    if not calls:
+        return None
+    out: dict[str, Any] = {"calls": calls}
+    if len(results) > EXCHANGE_CALLS_LIMIT:
+        out["calls_cut"] = len(results) - EXCHANGE_CALLS_LIMIT
+    return json_text(out)
 
 
 def failed(record_id: str, results: list[CallResult], step: str,

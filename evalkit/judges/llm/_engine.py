@@ -108,6 +108,7 @@ class CallResult:
     output_tokens: int | None = None
     cost_usd: float | None = None
     cached: bool = False
+    sent: list[dict[str, Any]] | None = None  # the messages of the last request (or cache key)
 
     @property
     def ok(self) -> bool:
@@ -193,6 +194,7 @@ class Engine:
         hit = self.lookup(messages, params, parse, policy, key)
         if hit is not None:
             hit.latency_s = time.perf_counter() - t0
+            hit.sent = messages
             return hit
         result = CallResult(input_tokens=0, output_tokens=0, cost_usd=0.0)
         asked = messages
@@ -200,6 +202,7 @@ class Engine:
         bad_answers = 0
         while True:
             result.attempts += 1
+            result.sent = asked
             sent = self._supported(params)
             try:
                 completion = await self._call(asked, sent, policy)
