@@ -50,6 +50,14 @@ def _task(cfg: DictConfig) -> None:
 
 def main(argv: list[str]) -> None:
     """Run Hydra's command line with ``argv`` (everything after ``evalkit run``)."""
+    from evalkit._log import log_level, take_verbose_flags
+
+    argv = take_verbose_flags(argv)
+    try:
+        log_level()
+    except EvalkitError as exc:
+        print(f"evalkit: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     register_resolvers()
     user_conf = Path(os.environ.get("EVALKIT_USER_CONF", "conf"))
     if user_conf.is_dir() and not any(a.startswith("hydra.searchpath") for a in argv):

@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import gc
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 
 from evalkit._gc import gc_paused
 from evalkit._http import retry_after_seconds
+from evalkit._log import log_level, quiet_litellm
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
@@ -122,10 +124,13 @@ _litellm_import: concurrent.futures.Future[Any] | None = None
 
 def import_litellm() -> Any:
     """litellm, imported once, offline and quiet: the bundled price map instead of a download,
-    no help banner on stdout, unsupported parameters dropped per provider."""
+    its logging at WARNING and no help banner (unless ``EVALKIT_LOG_LEVEL`` asks for more),
+    unsupported parameters dropped per provider."""
     global _litellm
     if _litellm is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        level = log_level()  # a bad value fails before the import's seconds, not after
+        quiet_litellm(level)
         # the import creates ~0.5 M objects that live as long as the process. The cyclic GC
         # scanning them while they are made costs ~0.5 s of the 3-4 s import, and afterwards
         # 1.0 s of CPU over 1,000 calls (pausing the event loop up to 0.4 s at a time): they
@@ -136,7 +141,7 @@ def import_litellm() -> Any:
 
             gc.freeze()
 
-        litellm.suppress_debug_info = True
+        litellm.suppress_debug_info = level > logging.DEBUG  # the help banners
         litellm.drop_params = True
         _litellm = litellm
     return _litellm

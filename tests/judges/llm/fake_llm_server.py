@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible chat-completions server for the LLM judge tests and benchmarks.
+"""A fake OpenAI-compatible chat-completions server for the LLM judge tests and benchmarks,
+which also speaks Anthropic's messages API (``/v1/messages``) for the litellm transport.
 
 It answers every judge prompt of evalkit deterministically (a tiny rule-based "model" that
 reads the delimited blocks), and can be scripted per request: latency, HTTP errors with
@@ -139,6 +140,7 @@ class FakeLLMServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
+        app.router.add_post("/v1/messages", self._handle_anthropic)
         app.router.add_get("/stats", self._stats)
         return app
 
@@ -179,6 +181,49 @@ class FakeLLMServer:
             return web.json_response(data, headers=reply.headers)
         finally:
             self.in_flight -= 1
+
+    async def _handle_anthropic(self, request: web.Request) -> web.Response:
+        """Anthropic's messages API: the same script and rule-based model, the answer as a
+        text block (or as the input of the tool litellm asks for structured output)."""
+        body = await request.json()
+        self.requests.append({"body": body, "headers": dict(request.headers),
+                              "time": time.monotonic(), "path": request.path})
+        reply = self.script.popleft() if self.script else Reply()
+        if callable(reply):
+            reply = reply(body)
+        delay = self.latency if reply.delay is None else reply.delay
+        if delay:
+            await asyncio.sleep(delay)
+        if reply.status != 200:
+            return web.Response(status=reply.status, headers=reply.headers,
+                                text=reply.body or json.dumps({"type": "error", "error": {
+                                    "type": "api_error", "message": f"fake {reply.status}"}}),
+                                content_type="application/json")
+        system = body.get("system") or ""
+        if isinstance(system, list):
+            system = "".join(part.get("text", "") for part in system)
+        chat = [{"role": "system", "content": system}] + [
+            {"role": m["role"], "content": m["content"] if isinstance(m["content"], str)
+             else "".join(p.get("text", "") for p in m["content"])}
+            for m in body["messages"]]
+        content = self.answer({**body, "messages": chat}) if reply.content is None \
+            else reply.content
+        tools = [t["name"] for t in body.get("tools") or []]
+        try:
+            answer = json.loads(content) if tools else None
+        except ValueError:
+            answer = None
+        block_: dict[str, Any] = {"type": "text", "text": content} if not isinstance(
+            answer, dict) else {"type": "tool_use", "id": "toolu_1", "name": tools[0],
+                                "input": answer}
+        prompt_chars = sum(len(m["content"]) for m in chat)
+        return web.json_response({
+            "id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant",
+            "model": body.get("model"), "content": [block_],
+            "stop_reason": "tool_use" if block_["type"] == "tool_use" else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": prompt_chars // 4 + 1,
+                      "output_tokens": len(content) // 4 + 1}}, headers=reply.headers)
 
     async def serve(self, port: int = 0) -> None:
         self._runner = web.AppRunner(self.app(), access_log=None)

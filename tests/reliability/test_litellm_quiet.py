@@ -1,0 +1,67 @@
+"""litellm's own logging stays out of evalkit's output (issue 22): a judge on a non-OpenAI
+provider (Anthropic's messages API, served by the fake server) goes through litellm, whose
+INFO lines ("LiteLLM completion() model= ...") used to reach the console twice per call."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.reliability.judge_support import FakeLLMServer, evalkit_run, write_records
+
+ROWS = [{"input": f"question {i}", "output": f"Paris is the capital of France {i}.",
+         "context": ["Paris is the capital of France."]} for i in range(6)]
+LITELLM_LINE = re.compile(r"LiteLLM|provider = |completion\(\)|Provider List")
+
+
+@pytest.fixture
+def server():
+    s = FakeLLMServer().start()
+    yield s
+    s.stop()
+
+
+def _args(tmp_path, server) -> list[str]:
+    data = write_records(tmp_path / "data.jsonl", ROWS)
+    return ["source=jsonl", f"source.path={data}", "+source.record_id=id",
+            "judges=[hallucination_llm]",
+            "judges.hallucination_llm.model=anthropic/claude-3-5-haiku-20241022",
+            f"judges.hallucination_llm.api_base=http://127.0.0.1:{server.port}",
+            f"runner.runs_dir={tmp_path / 'runs'}"]
+
+
+def test_no_litellm_log_line_reaches_the_console(tmp_path, server):
+    done = evalkit_run(*_args(tmp_path, server), cwd=tmp_path,
+                       env={"ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert server.requests and all(r.get("path") == "/v1/messages" for r in server.requests)
+    [manifest] = (tmp_path / "runs").glob("*/*/manifest.json")
+    assert json.loads(manifest.read_text())["judgments"]["hallucination_llm"]["ok"] == 6
+    noise = [line for line in (done.stdout + done.stderr).splitlines()
+             if LITELLM_LINE.search(line)]
+    assert noise == [], noise
+
+
+def test_evalkit_log_level_lets_litellm_speak(tmp_path, server):
+    """Asked for (EVALKIT_LOG_LEVEL=INFO, or ``-v``), litellm's INFO lines show, once each."""
+    for how in ({"EVALKIT_LOG_LEVEL": "INFO"}, {}):
+        args = _args(tmp_path, server) + ["+judges.hallucination_llm.cache=false"]
+        if not how:
+            args.insert(0, "-v")
+        done = evalkit_run(*args, cwd=tmp_path,
+                           env={"ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789", **how})
+        assert done.returncode == 0, done.stderr[-3000:]
+        lines = [line for line in (done.stdout + done.stderr).splitlines()
+                 if "LiteLLM completion()" in line]
+        assert len(lines) == len(ROWS), (how, done.stdout[-2000:], done.stderr[-2000:])
+
+
+def test_a_bad_log_level_is_a_one_line_error(tmp_path, server):
+    done = evalkit_run(*_args(tmp_path, server), cwd=tmp_path,
+                       env={"EVALKIT_LOG_LEVEL": "LOUD"})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "evalkit: error: EVALKIT_LOG_LEVEL: 'LOUD' is not a log level; use DEBUG, INFO, "
+        "WARNING or ERROR (default: WARNING)"]
