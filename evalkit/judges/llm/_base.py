@@ -46,7 +46,7 @@ class LlmJudgeConfig:
     backoff_s: float = 1.0  # first backoff; doubles per retry, with jitter
     max_backoff_s: float = 60.0  # longest wait between retries (Retry-After included)
     parse_retries: int = 2  # re-asks when the answer is not the JSON asked for
-    temperature: float = 0.0
+    temperature: float = 0.0  # sampling temperature; 0 for the most repeatable verdicts
     max_tokens: int | None = 1024  # per answer
     response_format: str = "json_object"  # json_object, json_schema, or none (prompt only)
     params: dict[str, Any] = field(default_factory=dict)  # extra request parameters (seed, ...)

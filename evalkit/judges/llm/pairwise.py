@@ -33,6 +33,7 @@ PREFERENCE = {"candidate": 1.0, "tie": 0.5, "baseline": 0.0}
 class PairwiseConfig(LlmJudgeConfig):
     candidate: str = "output"  # record column holding the output under evaluation
     baseline: str = "reference"  # record column holding the output it is compared with
+    # what "better" means; it goes into the prompt
     criteria: str = "which response fulfils the input better: correct, complete, helpful"
     pair_by: str | None = None  # pair two models' records sharing this column (e.g. input)
     candidate_model: str | None = None  # with pair_by: the model under evaluation
