@@ -46,6 +46,7 @@ class AlertConfig:
     slice: str = "all"  # which slice to watch; "*" watches every slice
     severity: str = "error"  # info, warning or error
     message: str | None = None  # shown in the summary; default says what crossed what
+    hints: list[str] = field(default_factory=list)  # remediation hints: printed and stored
 
     def validate(self) -> None:
         check_one_of(self.operator, OPERATORS, "operator")
@@ -73,6 +74,7 @@ class RunConfig:
     composed: dict[str, Any] = field(repr=False)  # resolved, secrets redacted
     overrides: list[str] = field(default_factory=list)
     sinks: list[PluginInstance] = field(default_factory=list)  # pushed to after the run
+    source_limit: int | None = None  # source.limit: read the first N records only
 
 
 _TOP_KEYS = ("experiment", "source", "filters", "judges", "metrics", "runner", "alerts",
@@ -181,10 +183,11 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
     alerts = [validate_dataclass(AlertConfig, a, f"alerts[{i}]", "alert")
               for i, a in enumerate(alerts_node)]
     composed = redact(OmegaConf.to_container(cfg, resolve=True))
+    source_node, source_limit = _source_limit(cfg.source)
     return RunConfig(
         experiment=str(cfg.get("experiment") or "default"),
         runner=runner,
-        source=instance("sources", "source", cfg.source, "source"),
+        source=instance("sources", "source", source_node, "source"),
         filters=_instances("filters", cfg.get("filters")),
         judges=_instances("judges", cfg.get("judges")),
         metrics=_instances("metrics", cfg.get("metrics")),
@@ -192,7 +195,21 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         composed=composed,
         overrides=[redact_override(o) for o in (overrides or [])],
         sinks=_instances("sinks", cfg.get("sinks")),
+        source_limit=source_limit,
     )
+
+
+def _source_limit(node: Any) -> tuple[Any, int | None]:
+    """``source.limit`` (any source: the first N records) apart from the plugin's keys."""
+    if not isinstance(node, DictConfig) or node.get("limit") is None:
+        if isinstance(node, DictConfig) and "limit" in node:
+            node = OmegaConf.create({k: v for k, v in node.items() if k != "limit"})
+        return node, None
+    limit = node.get("limit")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"source.limit: {limit!r} is not a positive whole number; set "
+                          "source.limit=N to read the first N records, or null for all")
+    return OmegaConf.create({k: v for k, v in node.items() if k != "limit"}), limit
 
 
 _SECRET_KEY = re.compile(

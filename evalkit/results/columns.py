@@ -80,6 +80,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("threshold", "float64"),
         ("severity", "string"),
         ("message", "string"),
+        ("hints", "list<string>"),
     ],
     "rejects": [
         ("run_id", "string"),

@@ -27,7 +27,7 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
                          "value": None, "operator": alert.operator, "threshold": alert.value,
                          "severity": "warning",
                          "message": f"alert on '{alert.metric}' watches a metric this run "
-                         "did not produce"})
+                         "did not produce", "hints": list(alert.hints)})
         for m in watched:
             if alert.slice != "*" and m["slice"] != alert.slice:
                 continue
@@ -38,7 +38,7 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
             rows.append({"run_id": run_id, "metric": m["metric"], "slice": m["slice"],
                          "value": m["value"], "operator": alert.operator,
                          "threshold": alert.value, "severity": alert.severity,
-                         "message": msg})
+                         "message": msg, "hints": list(alert.hints)})
     return rows
 
 

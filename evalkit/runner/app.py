@@ -18,9 +18,10 @@ from evalkit.errors import EvalkitError
 
 
 def _data_path(name: str) -> str:
-    """``${evalkit.data:quickstart.jsonl}``: the path of a data file bundled with evalkit."""
+    """``${evalkit.data:quickstart.jsonl}``: the path of a data file (or directory) bundled
+    with evalkit."""
     path = resources.files("evalkit.data") / name
-    if not path.is_file():
+    if not (path.is_file() or path.is_dir()):
         raise ValueError(f"no bundled data file '{name}' in evalkit/data")
     return str(path)
 

@@ -23,6 +23,7 @@ from evalkit.results.schemas import METRICS, RECORDS, conform
 from evalkit.results.writer import RunWriter
 from evalkit.runner.alerts import evaluate_alerts, raise_on_fired
 from evalkit.runner.judging import JudgeRunner, Judging
+from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
 from evalkit.runner.result import RunResult
 
@@ -121,7 +122,7 @@ def execute(rc: RunConfig) -> RunResult:
     n_excluded: dict[str, int] = {}
     try:
         t0 = time.perf_counter()
-        for batch in source.read():
+        for batch in limited(source.read(), rc.source_limit, ctx):
             timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t0
             table = conform(batch, RECORDS, {"run_id": run_id})
             table = apply_filters(table, filters, timings)

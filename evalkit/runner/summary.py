@@ -91,6 +91,8 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
     for a in result.alerts.to_pylist():
         style = {"error": "bold red", "warning": "yellow"}.get(a["severity"], "cyan")
         console.print(f"[{style}]alert {a['severity']}[/]: {a['message']}")
+        for hint in a.get("hints") or []:
+            console.print(f"  [dim]hint:[/] {hint}")
     if rejects.num_rows:
         first = rejects.slice(0, 3).to_pylist()
         for r in first:

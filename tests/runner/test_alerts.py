@@ -137,3 +137,17 @@ def test_bad_alert_config(tmp_path, data, alert, message):
 def test_bad_fail_on(tmp_path, data):
     with pytest.raises(ConfigError, match="runner.fail_on"):
         run(tmp_path, data, [], fail_on="critical")
+
+
+def test_remediation_hints_are_stored_and_printed(tmp_path, data, capsys):
+    hints = ["Check the judge's rubric against ten flagged records",
+             "Set judges.prompt_echo.threshold higher if the prompts are templates"]
+    result = run(tmp_path, data, [
+        {"metric": "echo_rate", "value": 0.2, "severity": "warning", "hints": hints},
+        {"metric": "echo_rat", "value": 0.2, "hints": ["fix the metric name"]},
+    ], summary=True)
+    rows = alert_rows(result)
+    assert [r["hints"] for r in rows] == [hints, ["fix the metric name"]]
+    out = capsys.readouterr().out
+    for hint in hints:
+        assert f"hint: {hint}" in out
