@@ -1,6 +1,7 @@
 # Two entry points, each complete on its own on a fresh clone:
 #   make quickstart   install evalkit + plugins/ into .venv, run the quickstart
-#   make test         install evalkit + plugins/ + test tools into .venv, run the tests
+#   make test         install evalkit + plugins/ + test tools into .venv, run ruff, the
+#                     import contracts (pyproject.toml) and the tests
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -24,6 +25,7 @@ quickstart: install
 
 test: install-test
 	$(BIN)/python -m ruff check evalkit plugins tests bench
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: install-test

@@ -20,18 +20,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import make_data  # noqa: E402
 
+from evalkit.analysis.pipeline_failure import PipelineFailureConfig  # noqa: E402
+from evalkit.analysis.tool_results import ToolSuccessMismatchConfig  # noqa: E402
 from evalkit.context import RunContext  # noqa: E402
 from evalkit.filters.level import LevelConfig, LevelFilter  # noqa: E402
-from evalkit.filters.pipeline_failure import PipelineFailureConfig, PipelineFailureFilter  # noqa: E402,E501
+from evalkit.filters.pipeline_failure import PipelineFailureFilter  # noqa: E402
 from evalkit.filters.sample import SampleConfig, SampleFilter  # noqa: E402
 from evalkit.filters.sql import SqlConfig, SqlFilter  # noqa: E402
 from evalkit.judges.failure_mode import FailureModeConfig, FailureModeJudge  # noqa: E402
 from evalkit.judges.prompt_echo import PromptEchoConfig, PromptEchoJudge  # noqa: E402
 from evalkit.judges.regex import RegexConfig, RegexJudge  # noqa: E402
-from evalkit.judges.tool_success_mismatch import (  # noqa: E402
-    ToolSuccessMismatchConfig,
-    ToolSuccessMismatchJudge,
-)
+from evalkit.judges.tool_success_mismatch import ToolSuccessMismatchJudge  # noqa: E402
 from evalkit.results.schemas import RECORDS, conform  # noqa: E402
 from evalkit.sources.jsonl import JsonlSource, JsonlSourceConfig  # noqa: E402
 

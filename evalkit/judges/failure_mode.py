@@ -5,7 +5,7 @@ Modes: ``pipeline_failure`` (not a completion at all), ``prompt_echo`` (A),
 (D) and ``other``. The deterministic signals decide first, in that order of precedence:
 pipeline failure, prompt echo, tool success mismatch. B, D and ``other`` need a reading of
 the task: with ``model`` set, the records no rule decides go to the LLM half
-(:mod:`evalkit.judges.llm.failure_mode`), which picks among all modes; without a model they
+(the ``failure_mode_llm`` judge plugin), which picks among all modes; without a model they
 are labelled ``undecided`` with the reason in ``details``.
 
 The judge labels every record it sees; which of them another judge flagged is joined in at
@@ -21,19 +21,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.analysis.echo import echo_similarities
+from evalkit.analysis.pipeline_failure import PipelineFailureConfig, failure_reasons
+from evalkit.analysis.tool_results import ToolResultCheck, ToolSuccessMismatchConfig
 from evalkit.checks import check_text_columns, check_unit_interval
-from evalkit.filters.pipeline_failure import PipelineFailureConfig, failure_reasons
 from evalkit.judges._det import verdicts
-from evalkit.judges.prompt_echo import echo_similarities
-from evalkit.judges.tool_success_mismatch import (
-    ToolSuccessMismatchConfig,
-    ToolSuccessMismatchJudge,
-)
+from evalkit.plugin import plugin_class
 
 MODES = ("pipeline_failure", "prompt_echo", "fabricated_tool_api",
          "tool_output_misinterpretation", "instruction_skipping", "other")
 UNDECIDED = "undecided"
 _NEEDS_LLM = ("fabricated_tool_api", "instruction_skipping", "other")
+_LLM_HALF = "failure_mode_llm"  # the judge plugin that classifies what no rule decides
 
 
 @dataclass(frozen=True)
@@ -46,11 +45,11 @@ class FailureModeConfig:
     llm: dict[str, Any] = field(default_factory=dict)  # more failure_mode_llm settings
 
     def llm_config(self) -> Any:
-        """The :class:`FailureModeLlmConfig` of the LLM half (``model`` set)."""
-        from evalkit.judges.llm.failure_mode import FailureModeLlmConfig
-
+        """The config of the LLM half, a ``failure_mode_llm`` judge (``model`` set); that
+        plugin is found through the registry, as any other."""
         try:
-            return FailureModeLlmConfig(model=self.model, records="all", **self.llm)
+            return plugin_class("judges", _LLM_HALF).Config(model=self.model, records="all",
+                                                             **self.llm)
         except TypeError as exc:
             raise ValueError(f"llm: {exc} (see `failure_mode_llm`'s settings)") from None
 
@@ -77,12 +76,9 @@ class FailureModeJudge:
         self.llm = None
         self.judge_model = config.model
         if config.model is not None:
-            from evalkit.judges.llm.failure_mode import FailureModeLlmJudge
-
-            self.llm = FailureModeLlmJudge(name, config.llm_config(), ctx)
+            self.llm = plugin_class("judges", _LLM_HALF)(name, config.llm_config(), ctx)
         self.failure_cfg = PipelineFailureConfig(levels=list(config.levels))
-        self.tools = ToolSuccessMismatchJudge(
-            name, ToolSuccessMismatchConfig(sources=list(config.tool_sources)), ctx)
+        self.tools = ToolResultCheck(ToolSuccessMismatchConfig(sources=list(config.tool_sources)))
 
     def judge(self, table: pa.Table) -> pa.Table:
         """One judgment per record."""

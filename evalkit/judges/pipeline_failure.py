@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.filters.pipeline_failure import PipelineFailureConfig, failure_reasons
+from evalkit.analysis.pipeline_failure import PipelineFailureConfig, failure_reasons
 from evalkit.judges._det import verdicts
 
 

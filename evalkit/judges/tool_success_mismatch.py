@@ -1,131 +1,15 @@
 """``tool_success_mismatch``: failure mode C of the audit. A tool runner reported success
 for a command that failed (non-zero exit code, stderr), and the model carried on as if it
-had worked.
-
-Tool results are read from the ``context`` list and from ``input`` chat messages with role
-``tool`` or ``function``; each is parsed as JSON (a JSON string holding JSON is unwrapped,
-nested objects are searched). A result *claims success* with ``success``/``ok: true`` or
-``status: success|ok``; it *carries failure* with a non-zero ``exit_code`` (``exitCode``,
-``returncode``, ``return_code``, ``status_code`` >= 400) or non-empty ``stderr``."""
+had worked. The checks: :mod:`evalkit.analysis.tool_results`."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
-
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from evalkit.analysis.tool_results import ToolResultCheck, ToolSuccessMismatchConfig
 from evalkit.judges._det import verdicts
-from evalkit.paths import parse_json
 
-_SUCCESS_FLAGS = ("success", "ok", "succeeded")
-_SUCCESS_STATUS = ("success", "succeeded", "ok", "completed", "done")
-_EXIT_KEYS = ("exit_code", "exitcode", "returncode", "return_code", "exit_status")
-_STDERR_KEYS = ("stderr", "std_err", "error_output")
-_TOOL_ROLES = ("tool", "function", "ipython")
-_MAX_DEPTH = 6
-_SOURCES = ("context", "input")
-_TOOL_ROLE_HINT = r'"role"\s*:\s*"(tool|function|ipython)"'
-DEFAULT_ACK = (r"(?i)\b(error|errors|fail|failed|failure|failing|non-zero|nonzero|exit code|"
-               r"exit status|stderr|did not work|didn't work|unsuccessful|not succeed)\b")
-
-
-@dataclass(frozen=True)
-class ToolSuccessMismatchConfig:
-    sources: list[str] = field(default_factory=lambda: list(_SOURCES))  # context and/or input
-    acknowledgement: str | None = DEFAULT_ACK  # regex: the output admits the failure (null: off)
-    ignore_stderr: list[str] = field(default_factory=list)  # regexes of harmless stderr lines
-
-    def validate(self) -> None:
-        bad = [s for s in self.sources if s not in _SOURCES]
-        if bad or not self.sources:
-            raise ValueError(f"sources: {bad or '[]'}; choose from {', '.join(_SOURCES)}")
-        patterns = [("acknowledgement", self.acknowledgement)] if self.acknowledgement else []
-        patterns += [(f"ignore_stderr[{i}]", p) for i, p in enumerate(self.ignore_stderr)]
-        for key, pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{key}: not a valid regex ({exc})") from None
-
-
-def _lower_keys(obj: dict[str, Any]) -> dict[str, Any]:
-    return {str(k).lower(): v for k, v in obj.items()}
-
-
-def _claims_success(obj: dict[str, Any]) -> bool:
-    if any(obj.get(k) is True for k in _SUCCESS_FLAGS):
-        return True
-    status = obj.get("status")
-    return isinstance(status, str) and status.strip().lower() in _SUCCESS_STATUS
-
-
-def _failure_evidence(obj: dict[str, Any], ignore: list[re.Pattern[str]],
-                      depth: int = 0) -> list[str]:
-    """What in ``obj`` (and the objects nested in it) says the command failed."""
-    found = []
-    for key in _EXIT_KEYS:
-        code = obj.get(key)
-        if isinstance(code, (int, float)) and not isinstance(code, bool) and code != 0:
-            found.append(f"{key}={code:g}")
-        elif isinstance(code, str) and code.strip().lstrip("-").isdigit() and int(code) != 0:
-            found.append(f"{key}={code.strip()}")
-    status_code = obj.get("status_code")
-    if isinstance(status_code, int) and not isinstance(status_code, bool) and status_code >= 400:
-        found.append(f"status_code={status_code}")
-    for key in _STDERR_KEYS:
-        err = obj.get(key)
-        if isinstance(err, str) and err.strip():
-            lines = [ln for ln in err.strip().splitlines()
-                     if ln.strip() and not any(p.search(ln) for p in ignore)]
-            if lines:
-                found.append(f"{key}: {lines[0][:120]}")
-    if depth < _MAX_DEPTH:
-        for value in obj.values():
-            nested = _as_object(value)
-            if nested is not None:
-                found.extend(_failure_evidence(nested, ignore, depth + 1))
-    return found
-
-
-def _as_object(value: Any) -> dict[str, Any] | None:
-    if isinstance(value, dict):
-        return _lower_keys(value)
-    if isinstance(value, str) and value.lstrip()[:1] == "{":
-        ok, parsed = parse_json(value)
-        if ok and isinstance(parsed, dict):
-            return _lower_keys(parsed)
-    return None
-
-
-def tool_results(context: list[str] | None, input_text: str | None,
-                 sources: list[str]) -> Iterator[str]:
-    """The tool results of one record, as text."""
-    if "context" in sources:
-        yield from (c for c in context or [] if c)
-    if "input" in sources and input_text and input_text.lstrip()[:1] == "[":
-        ok, messages = parse_json(input_text)
-        if ok and isinstance(messages, list):
-            for m in messages:
-                if isinstance(m, dict) and m.get("role") in _TOOL_ROLES:
-                    content = m.get("content")
-                    yield content if isinstance(content, str) else str(content)
-
-
-def mismatches(results: list[str], ignore: list[re.Pattern[str]]) -> list[dict[str, Any]]:
-    """The tool results that claim success while carrying failure, with the evidence."""
-    out = []
-    for i, text in enumerate(results):
-        obj = _as_object(text)
-        if obj is None or not _claims_success(obj):
-            continue
-        evidence = _failure_evidence(obj, ignore)
-        if evidence:
-            out.append({"tool_result": i, "evidence": evidence})
-    return out
+__all__ = ["ToolSuccessMismatchJudge"]
 
 
 class ToolSuccessMismatchJudge:
@@ -139,49 +23,11 @@ class ToolSuccessMismatchJudge:
 
     def __init__(self, name: str, config: ToolSuccessMismatchConfig, ctx: object) -> None:
         self.config = config
-        self.ignore = [re.compile(p) for p in config.ignore_stderr]
-        self.ack = re.compile(config.acknowledgement) if config.acknowledgement else None
-
-    def classify(self, context: list[str] | None, input_text: str | None,
-                 output: str | None) -> tuple[str, dict[str, Any]]:
-        """``(label, details)`` for one record; label is ``no_tool_results``, ``consistent``,
-        ``acknowledged`` or ``mismatch``."""
-        results = list(tool_results(context, input_text, list(self.config.sources)))
-        if not results:
-            return "no_tool_results", {}
-        found = mismatches(results, self.ignore)
-        details = {"n_tool_results": len(results), "mismatches": found}
-        if not found:
-            return "consistent", details
-        if output and self.ack is not None and self.ack.search(output):
-            return "acknowledged", details
-        return "mismatch", details
-
-    def classify_table(self, table: pa.Table) -> list[tuple[str, dict[str, Any]]]:
-        """:meth:`classify` for every record; a vectorised test first finds the records
-        that can hold tool results at all, and only those are parsed."""
-        sources = list(self.config.sources)
-        n = table.num_rows
-        maybe = pa.array([False] * n)
-        if "context" in sources:
-            maybe = pc.or_(maybe, pc.fill_null(pc.greater(
-                pc.list_value_length(table.column("context")), 0), False))
-        if "input" in sources:
-            maybe = pc.or_(maybe, pc.fill_null(
-                pc.match_substring_regex(table.column("input"), _TOOL_ROLE_HINT), False))
-        idx = pc.indices_nonzero(maybe)
-        rows: list[tuple[str, dict[str, Any]]] = [("no_tool_results", {})] * n
-        if len(idx):
-            picked = table.select(["context", "input", "output"]).take(idx)
-            for i, c, inp, out in zip(idx.to_pylist(), picked.column("context").to_pylist(),
-                                      picked.column("input").to_pylist(),
-                                      picked.column("output").to_pylist(), strict=True):
-                rows[i] = self.classify(c, inp, out)
-        return rows
+        self.check = ToolResultCheck(config)
 
     def judge(self, table: pa.Table) -> pa.Table:
         """One judgment per record."""
-        rows = self.classify_table(table)
+        rows = self.check.classify_table(table)
         labels = [r[0] for r in rows]
         na = [lb == "no_tool_results" for lb in labels]
         return verdicts(

@@ -8,21 +8,21 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.metrics import _paired
-from evalkit.metrics._pairs import PairConfig, load_pairs, pair_slices
+from evalkit.metrics import _pair_statistics as stats
+from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
 
 # statistic -> (function, what it reads, what it is); it reads the scores, the thresholded
 # 0/1 values, or the scores' codes (distinct-value indices, for ranks)
-STATISTICS: dict[str, tuple[_paired.Batch | None, str, str]] = {
-    "pearson": (_paired.pearson, "scores", "Pearson's r of the scores"),
+STATISTICS: dict[str, tuple[stats.Batch | None, str, str]] = {
+    "pearson": (stats.pearson, "scores", "Pearson's r of the scores"),
     "spearman": (None, "codes", "Spearman's rho of the scores"),
-    "kappa": (_paired.cohen_kappa, "binary", "Cohen's kappa after the thresholds"),
-    "alpha_interval": (_paired.alpha_interval, "scores",
+    "kappa": (stats.cohen_kappa, "binary", "Cohen's kappa after the thresholds"),
+    "alpha_interval": (stats.alpha_interval, "scores",
                        "Krippendorff's alpha, interval metric, on the scores"),
-    "alpha_nominal": (_paired.alpha_nominal, "binary",
+    "alpha_nominal": (stats.alpha_nominal, "binary",
                       "Krippendorff's alpha, nominal metric, after the thresholds"),
-    "percent_agreement": (_paired.percent_agreement, "binary",
+    "percent_agreement": (stats.percent_agreement, "binary",
                           "share of pairs on the same side of the thresholds"),
 }
 _COLUMNS = {"scores": (0, 1), "binary": (2, 3), "codes": (4, 5)}
@@ -45,27 +45,27 @@ class AgreementMetric:
         cfg = self.config
         pairs = load_pairs(con, cfg)
         rows: list[dict[str, Any]] = []
-        ca, ka = _paired.codes(np.nan_to_num(pairs.a))
-        cb, kb = _paired.codes(np.nan_to_num(pairs.b))
+        ca, ka = stats.codes(np.nan_to_num(pairs.a))
+        cb, kb = stats.codes(np.nan_to_num(pairs.b))
 
         def spearman(c_a: np.ndarray, c_b: np.ndarray) -> np.ndarray:
-            return _paired.spearman_codes(c_a.astype(np.int64), c_b.astype(np.int64), ka, kb)
+            return stats.spearman_codes(c_a.astype(np.int64), c_b.astype(np.int64), ka, kb)
 
         fns = {stat: fn or spearman for stat, (fn, _, _) in STATISTICS.items()}
         for label, _idx, both, meta in pair_slices(pairs, cfg):
             cols = [pairs.a[both], pairs.b[both], pairs.a_bin[both], pairs.b_bin[both],
                     ca[both].astype(float), cb[both].astype(float)]
-            values = {stat: _paired.value(stat, fns[stat],
+            values = {stat: stats.value(stat, fns[stat],
                                           *(cols[i] for i in _COLUMNS[reads]))
                       for stat, (_, reads, _) in STATISTICS.items()}
             if values["spearman"][0] is None and len(both):  # say why in values, not codes
-                values["spearman"] = (None, _paired.why_undefined("spearman", *cols[:2]))
+                values["spearman"] = (None, stats.why_undefined("spearman", *cols[:2]))
 
-            def on(stat: str, reads: str) -> _paired.Batch:
+            def on(stat: str, reads: str) -> stats.Batch:
                 i, j = _COLUMNS[reads]
                 return lambda *c: fns[stat](c[i], c[j])
 
-            cis = _paired.bootstrap(
+            cis = stats.bootstrap(
                 cols, {stat: on(stat, reads) for stat, (_, reads, _) in STATISTICS.items()
                        if values[stat][0] is not None},
                 cfg.n_boot, cfg.seed, cfg.confidence)

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.metrics._paired import bootstrap
+from evalkit.metrics._outcomes import OutcomeConfig, outcomes
+from evalkit.metrics._pair_statistics import bootstrap
 from evalkit.metrics._signals import excluded_mask, index_slices, metric_row, reasons
-from evalkit.metrics.task_completion import OutcomeConfig, outcomes
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from evalkit.metrics._pairs import PairConfig, load_pairs, pair_slices
+from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
 from evalkit.metrics._stats import bootstrap_ci
 from evalkit.results.writer import atomic_path, write_parquet

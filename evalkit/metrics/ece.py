@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.metrics._paired import bootstrap
+from evalkit.metrics._pair_statistics import bootstrap
 from evalkit.metrics._signals import (
     SliceConfig,
     check_spec,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.metrics import _paired
-from evalkit.metrics._pairs import PairConfig, load_pairs, pair_slices
+from evalkit.metrics import _pair_statistics as stats
+from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
 
 
@@ -16,15 +16,15 @@ class JudgeValidationConfig(PairConfig):
     human_label: bool = True  # the truth: records.human_label (false + judge_b: another judge)
 
 
-STATISTICS: dict[str, tuple[_paired.Batch, str]] = {
-    "accuracy": (_paired.percent_agreement,
+STATISTICS: dict[str, tuple[stats.Batch, str]] = {
+    "accuracy": (stats.percent_agreement,
                  "share of records where the judge's verdict matches the truth"),
-    "precision": (_paired.precision, "of the records the judge flagged (1), the share the "
+    "precision": (stats.precision, "of the records the judge flagged (1), the share the "
                   "truth flags"),
-    "recall": (_paired.recall, "of the records the truth flags (1), the share the judge "
+    "recall": (stats.recall, "of the records the truth flags (1), the share the judge "
                "flagged"),
-    "f1": (_paired.f1, "harmonic mean of precision and recall"),
-    "kappa": (_paired.cohen_kappa, "Cohen's kappa between verdict and truth"),
+    "f1": (stats.f1, "harmonic mean of precision and recall"),
+    "kappa": (stats.cohen_kappa, "Cohen's kappa between verdict and truth"),
 }
 
 
@@ -47,16 +47,16 @@ class JudgeValidationMetric:
         rows: list[dict[str, Any]] = []
         for label, _idx, both, meta in pair_slices(pairs, cfg):
             pred, truth = pairs.a_bin[both], pairs.b_bin[both]
-            values = {stat: _paired.value(stat, fn, pred, truth)
+            values = {stat: stats.value(stat, fn, pred, truth)
                       for stat, (fn, _) in STATISTICS.items()}
-            cis = _paired.bootstrap([pred, truth],
+            cis = stats.bootstrap([pred, truth],
                                     {stat: fn for stat, (fn, _) in STATISTICS.items()
                                      if values[stat][0] is not None},
                                     cfg.n_boot, cfg.seed, cfg.confidence)
             details = {**meta["info"], "threshold": cfg.threshold,
                        "threshold_b": cfg.threshold if cfg.threshold_b is None
                        else cfg.threshold_b,
-                       "confusion": _paired.confusion(pred, truth),
+                       "confusion": stats.confusion(pred, truth),
                        "positive_rate_judge": float(pred.mean()) if len(pred) else None,
                        "positive_rate_truth": float(truth.mean()) if len(truth) else None}
             for stat, (_, what) in STATISTICS.items():

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.metrics._paired import bootstrap
+from evalkit.metrics._pair_statistics import bootstrap
 from evalkit.metrics._signals import SliceConfig, excluded_mask, index_slices, metric_row
 from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_cis, slice_sql
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import EvalkitError
-from evalkit.sources.langfuse.client import (
+from evalkit.langfuse_client import (
     AuthError,
     LangfuseClient,
     NotFound,

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from evalkit.context import RunContext
 from evalkit.sources._mapping import Where, batches
-from evalkit.sources.jsonl import FileSourceConfig, builder_for, fingerprint, resolve_paths
+from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
 
 class CsvSource:

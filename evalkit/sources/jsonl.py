@@ -9,15 +9,13 @@ the builder that checks them within a chunk)."""
 from __future__ import annotations
 
 import contextlib
-import glob
 import gzip
-import hashlib
 import os
 import shutil
 import tempfile
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from itertools import pairwise, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -34,24 +32,12 @@ from evalkit.errors import SourceError
 from evalkit.results.schemas import json_text
 from evalkit.sources._mapping import (
     FileRef,
-    RecordBuilder,
     SeenIds,
     Where,
     duplicate_id,
     location,
 )
-
-
-@dataclass(frozen=True)
-class FileSourceConfig:
-    path: str = "???"  # a file or a glob (*.jsonl, data/**/*.csv), relative to the working dir
-    fields: dict[str, str] = field(default_factory=dict)  # record column -> dotted path in a row
-    record_id: str | None = None  # dotted path of a stable id; default: file name and line
-    required: list[str] = field(default_factory=list)  # record columns a row must have
-    scores: dict[str, str] = field(default_factory=dict)  # imported judge name -> dotted path
-    scores_list: str | None = None  # path of a list of {name, value, comment} scores
-    extra_to_metadata: bool = True  # keep unmapped top-level keys in the metadata column
-    batch_size: int = 50_000  # rows per record batch
+from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
 
 @dataclass(frozen=True)
@@ -72,31 +58,6 @@ PARALLEL_MIN_BYTES = 64 << 20
 # bytes of the first read of a file (then up to the end of the line); later reads ask for the
 # bytes batch_size lines took so far
 FIRST_READ = 1 << 20
-
-
-def resolve_paths(pattern: str, what: str) -> list[Path]:
-    paths = sorted(Path(p) for p in glob.glob(os.path.expanduser(pattern), recursive=True))
-    paths = [p for p in paths if p.is_file()]
-    if not paths:
-        raise SourceError(f"source.path: no {what} file matches '{pattern}' (working directory "
-                          f"{os.getcwd()}); fix the path or the glob")
-    return paths
-
-
-def fingerprint(paths: list[Path]) -> dict[str, Any]:
-    """Name, size, mtime and a hash of each file's first MiB and size (cheap, stable)."""
-    out = {}
-    for p in paths:
-        st = p.stat()
-        with p.open("rb") as fh:
-            head = hashlib.sha256(fh.read(1 << 20) + str(st.st_size).encode()).hexdigest()
-        out[str(p)] = {"bytes": st.st_size, "mtime": st.st_mtime, "sha256_head": head}
-    return out
-
-
-def builder_for(name: str, cfg: FileSourceConfig, ctx: RunContext) -> RecordBuilder:
-    return RecordBuilder(name, ctx, cfg.fields, list(cfg.required), cfg.record_id,
-                         cfg.scores, cfg.scores_list, cfg.extra_to_metadata)
 
 
 def _decode_problem(line: bytes, exc: Exception) -> str:

@@ -2,15 +2,15 @@ import json
 
 import pytest
 
-from evalkit.config import validate_dataclass
-from evalkit.errors import ConfigError
-from evalkit.filters.pipeline_failure import (
+from evalkit.analysis.pipeline_failure import (
     PipelineFailureConfig,
-    PipelineFailureFilter,
     is_http_error_body,
     is_null_completion,
     is_request_envelope,
 )
+from evalkit.config import validate_dataclass
+from evalkit.errors import ConfigError
+from evalkit.filters.pipeline_failure import PipelineFailureFilter
 
 ENVELOPE = {"completion": None, "reasoning": None,
             "rawRequest": {"model": "llama-3.2-3b", "max_tokens": 720000,
@@ -118,7 +118,7 @@ def test_hints_on_the_outputs_that_can_match_give_the_hints_on_all(batch, monkey
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    import evalkit.filters.pipeline_failure as pf
+    import evalkit.analysis.pipeline_failure as pf
 
     rng = random.Random(3)
     shaped = [json.dumps(ENVELOPE), " \n" + json.dumps(ENVELOPE, indent=2),
@@ -143,7 +143,7 @@ def test_each_distinct_candidate_is_checked_once_with_the_flags_of_each_row():
     candidates are never failures; rows the hint did not pick stay false."""
     import pyarrow as pa
 
-    from evalkit.filters.pipeline_failure import _confirm
+    from evalkit.analysis.pipeline_failure import _confirm
 
     error, other = '{"error": {"code": 429}}', '{"name": "x"}'
     texts = [error, other, None, error, "", "plain", error, other]

@@ -1,6 +1,6 @@
 import json
 
-from evalkit.filters.pipeline_failure import PipelineFailureConfig
+from evalkit.analysis.pipeline_failure import PipelineFailureConfig
 from evalkit.judges.pipeline_failure import PipelineFailureJudge
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
 

@@ -3,14 +3,10 @@ import json
 import pyarrow as pa
 import pytest
 
+from evalkit.analysis.echo import echo_similarities, echo_similarity
 from evalkit.config import instance
 from evalkit.errors import ConfigError
-from evalkit.judges.prompt_echo import (
-    PromptEchoConfig,
-    PromptEchoJudge,
-    echo_similarities,
-    echo_similarity,
-)
+from evalkit.judges.prompt_echo import PromptEchoConfig, PromptEchoJudge
 from evalkit.results.schemas import RECORDS, conform
 
 SYSTEM = "Extract the fields as JSON with keys name, city and date. Output only JSON."
@@ -100,7 +96,7 @@ def test_each_distinct_pair_is_compared_once_with_the_same_result_as_alone():
 
 
 def test_normalising_on_threads_gives_the_same_text(monkeypatch):
-    import evalkit.judges.prompt_echo as pe
+    import evalkit.analysis.echo as pe
 
     texts = pa.array([CHAT, "Plain TEXT, with punctuation!", None, '{"answer": "Yes"}',
                       "Ünïcödé wörds « here »", "", "[1, 2]"] * 3, pa.string())
@@ -119,7 +115,7 @@ def test_ascii_fast_path_gives_the_regex_words():
 
     import pyarrow.compute as pc
 
-    import evalkit.judges.prompt_echo as pe
+    import evalkit.analysis.echo as pe
 
     rng = random.Random(7)
     alphabet = [chr(c) for c in range(128)] + ["é", "Ü", "ß", "🙂", "\u00a0", "١"]
@@ -146,7 +142,7 @@ def test_non_ascii_cells_give_the_regex_words_for_every_code_point():
     mark, a space, an emoji), next to ASCII letters, digits, punctuation and each other."""
     import pyarrow.compute as pc
 
-    import evalkit.judges.prompt_echo as pe
+    import evalkit.analysis.echo as pe
 
     points = [chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000]
     cells = ["".join(f"a{p}-{p}{p} 1{p}" for p in points[i:i + 40]) + " Ü"
@@ -165,7 +161,7 @@ def test_rows_taken_as_their_own_cells_give_the_deduplicated_values(monkeypatch)
 
     import numpy as np
 
-    import evalkit.judges.prompt_echo as pe
+    import evalkit.analysis.echo as pe
 
     rng = random.Random(4)
     prompts = [None if i % 17 == 0 else CHAT if i % 97 == 0 else
@@ -191,7 +187,7 @@ def test_short_and_long_outputs_share_the_same_n_gram_value(monkeypatch):
     and words that are prefixes or suffixes of the prompt's words."""
     import random
 
-    import evalkit.judges.prompt_echo as pe
+    import evalkit.analysis.echo as pe
 
     rng = random.Random(7)
     vocab = ["the", "then", "he", "a", "at", "cat", "cats", "sat", "mat", "on", "one", "x"]

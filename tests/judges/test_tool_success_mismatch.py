@@ -2,12 +2,10 @@ import json
 
 import pytest
 
+from evalkit.analysis.tool_results import ToolSuccessMismatchConfig
 from evalkit.config import instance
 from evalkit.errors import ConfigError
-from evalkit.judges.tool_success_mismatch import (
-    ToolSuccessMismatchConfig,
-    ToolSuccessMismatchJudge,
-)
+from evalkit.judges.tool_success_mismatch import ToolSuccessMismatchJudge
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
 
 FAILED = {"tool": "run", "command": "git comit", "success": True, "exit_code": 1,

@@ -11,14 +11,14 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
-from evalkit.metrics._paired import (
+from evalkit.metrics._pair_statistics import (
     alpha_interval,
     alpha_nominal,
     codes,
     ranks_from_codes,
     spearman_codes,
 )
-from evalkit.metrics._pairs import PairConfig
+from evalkit.metrics._rater_pairs import PairConfig
 from evalkit.metrics.agreement import AgreementMetric
 from tests.metrics.run_tables import by_metric, connect, pairs
 

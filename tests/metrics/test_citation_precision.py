@@ -6,12 +6,8 @@ import json
 
 import pytest
 
-from evalkit.metrics.citation_precision import (
-    Citation,
-    CitationPrecisionConfig,
-    CitationPrecisionMetric,
-    extract_citations,
-)
+from evalkit.analysis.citations import Citation, extract_citations
+from evalkit.metrics.citation_precision import CitationPrecisionConfig, CitationPrecisionMetric
 from tests.metrics.run_tables import by_metric, connect
 
 CONTEXT = ["Paris is the capital of France.", "The Seine flows through Paris."]

@@ -8,11 +8,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
-from evalkit.metrics._retrieval import (
-    ContextPrecisionConfig,
-    ContextPrecisionMetric,
-    average_precision,
-)
+from evalkit.analysis.ranking import average_precision
+from evalkit.metrics.retrieval import ContextPrecisionConfig, ContextPrecisionMetric
 from tests.metrics.run_tables import by_metric, connect
 
 

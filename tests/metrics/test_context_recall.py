@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evalkit.metrics._retrieval import ContextRecallConfig, ContextRecallMetric
+from evalkit.metrics.retrieval import ContextRecallConfig, ContextRecallMetric
 from tests.metrics.run_tables import by_metric, connect
 
 

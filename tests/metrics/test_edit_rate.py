@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from evalkit.metrics._edit import (
+from evalkit.metrics.user_actions import (
     BypassRateMetric,
     EditConfig,
     EditRateConfig,

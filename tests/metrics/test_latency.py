@@ -66,7 +66,7 @@ def test_config_errors(kw, msg):
 
 
 def test_large_slices_use_closed_form_intervals_close_to_the_bootstrap():
-    from evalkit.metrics._paired import bootstrap
+    from evalkit.metrics._pair_statistics import bootstrap
 
     x = np.random.default_rng(9).lognormal(0, 1, 25_000)
     rows = by_metric(run([{"record_id": str(i), "latency_s": v} for i, v in enumerate(x)],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from evalkit.context import RunContext
 from evalkit.sources.csv import CsvSource
-from evalkit.sources.jsonl import FileSourceConfig
+from evalkit.sources.files import FileSourceConfig
 from tests.sources.conftest import read_all
 
 

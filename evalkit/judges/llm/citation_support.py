@@ -21,15 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.checks import check_unit_interval
-from evalkit.judges.llm import _prompt as P
-from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
-from evalkit.judges.llm._parse import indexed, parse_json_object, require
-from evalkit.metrics.citation_precision import (
+from evalkit.analysis.citations import (
     Citation,
     check_citation_settings,
     extract_citations,
 )
+from evalkit.checks import check_unit_interval
+from evalkit.judges.llm import _prompt as P
+from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
+from evalkit.judges.llm._parse import indexed, parse_json_object, require
 from evalkit.paths import value_at
 
 TASK = (

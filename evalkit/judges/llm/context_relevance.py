@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.analysis.ranking import average_precision
 from evalkit.checks import check_unit_interval
 from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import indexed, objects, parse_json_object, require
-from evalkit.metrics._retrieval import average_precision
 
 SCORES = ("precision", "recall")
 RELEVANCE_TASK = (

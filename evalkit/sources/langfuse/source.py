@@ -39,17 +39,17 @@ from evalkit._fork import can_fork
 from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
-from evalkit.paths import getter
-from evalkit.results.schemas import RECORDS, json_text
-from evalkit.sources._mapping import MAPPABLE, coercer
-from evalkit.sources.langfuse import mapping
-from evalkit.sources.langfuse.client import (
+from evalkit.langfuse_client import (
     LangfuseClient,
     NotFound,
     TooHeavy,
     refuse_keys_in_config,
     resolve_host,
 )
+from evalkit.paths import getter
+from evalkit.results.schemas import RECORDS, json_text
+from evalkit.sources._mapping import MAPPABLE, coercer
+from evalkit.sources.langfuse import mapping
 from evalkit.sources.langfuse.state import ReadState, last_window_end, spool_name
 from evalkit.sources.langfuse.workers import PagePool
 

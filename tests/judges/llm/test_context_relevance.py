@@ -19,7 +19,7 @@ from evalkit.judges.llm.context_relevance import (
     ContextRelevanceConfig,
     ContextRelevanceJudge,
 )
-from evalkit.metrics._retrieval import (
+from evalkit.metrics.retrieval import (
     ContextPrecisionConfig,
     ContextPrecisionMetric,
     ContextRecallConfig,

@@ -1,6 +1,7 @@
-"""An async HTTP client for Langfuse's public API: Basic auth from the environment, bounded
-concurrency, retries that honour ``Retry-After``, and typed errors for the answers a reader
-must act on (404: the endpoint or object is not there; 422: the query was too heavy).
+"""An async HTTP client for Langfuse's public API, shared by the ``langfuse`` source and sink:
+Basic auth from the environment, bounded concurrency, retries that honour ``Retry-After``, and
+typed errors for the answers a reader must act on (404: the endpoint or object is not there;
+422: the query was too heavy).
 
 It runs on aiohttp, whose C HTTP parser reads a page of 1,000 observations (about 1 MB) for a
 quarter of the CPU httpx spends on it: a read of many pages is bound by the client's CPU."""

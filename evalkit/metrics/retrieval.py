@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.analysis.ranking import average_precision
 from evalkit.metrics._signals import (
     SignalSpec,
     SliceConfig,
@@ -52,15 +53,6 @@ class ContextPrecisionConfig(SliceConfig):
         _check_source(self.relevance, "relevance")
         if self.k is not None and self.k < 1:
             raise ValueError("k: must be at least 1 (or null for every passage)")
-
-
-def average_precision(rel: np.ndarray) -> float:
-    """Σ_k precision@k·rel_k / Σ_k rel_k over the ranked 0/1 labels (0 when none is
-    relevant)."""
-    if not rel.sum():
-        return 0.0
-    precision_at = np.cumsum(rel) / np.arange(1, len(rel) + 1)
-    return float((precision_at * rel).sum() / rel.sum())
 
 
 def _labels(raw: Any, n_passages: int, threshold: float) -> np.ndarray | str:

@@ -1,0 +1,55 @@
+"""What the file sources (``jsonl``, ``csv``) share: their settings, finding the files, the
+manifest's fingerprint of them and the record builder that maps their rows."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.context import RunContext
+from evalkit.errors import SourceError
+from evalkit.sources._mapping import RecordBuilder
+
+__all__ = ["FileSourceConfig", "builder_for", "fingerprint", "resolve_paths"]
+
+
+@dataclass(frozen=True)
+class FileSourceConfig:
+    path: str = "???"  # a file or a glob (*.jsonl, data/**/*.csv), relative to the working dir
+    fields: dict[str, str] = field(default_factory=dict)  # record column -> dotted path in a row
+    record_id: str | None = None  # dotted path of a stable id; default: file name and line
+    required: list[str] = field(default_factory=list)  # record columns a row must have
+    scores: dict[str, str] = field(default_factory=dict)  # imported judge name -> dotted path
+    scores_list: str | None = None  # path of a list of {name, value, comment} scores
+    extra_to_metadata: bool = True  # keep unmapped top-level keys in the metadata column
+    batch_size: int = 50_000  # rows per record batch
+
+
+
+def resolve_paths(pattern: str, what: str) -> list[Path]:
+    paths = sorted(Path(p) for p in glob.glob(os.path.expanduser(pattern), recursive=True))
+    paths = [p for p in paths if p.is_file()]
+    if not paths:
+        raise SourceError(f"source.path: no {what} file matches '{pattern}' (working directory "
+                          f"{os.getcwd()}); fix the path or the glob")
+    return paths
+
+
+def fingerprint(paths: list[Path]) -> dict[str, Any]:
+    """Name, size, mtime and a hash of each file's first MiB and size (cheap, stable)."""
+    out = {}
+    for p in paths:
+        st = p.stat()
+        with p.open("rb") as fh:
+            head = hashlib.sha256(fh.read(1 << 20) + str(st.st_size).encode()).hexdigest()
+        out[str(p)] = {"bytes": st.st_size, "mtime": st.st_mtime, "sha256_head": head}
+    return out
+
+
+def builder_for(name: str, cfg: FileSourceConfig, ctx: RunContext) -> RecordBuilder:
+    return RecordBuilder(name, ctx, cfg.fields, list(cfg.required), cfg.record_id,
+                         cfg.scores, cfg.scores_list, cfg.extra_to_metadata)
