@@ -6,7 +6,13 @@ what makes the interval honest when the runs score the same inputs), and recompu
 metric both runs configured, with its own config (inner bootstrap off), on both runs' tables.
 A difference is flagged significant when its interval excludes 0. Nothing is written: the
 runs are read-only here, and a metric that writes side files (``disagreements``) writes them
-to a temporary directory."""
+to a temporary directory.
+
+Each resample replaces the connection's tables, and a metric must see only the resample it is
+given: caches of derived tables (``metrics._judged``) are keyed by the catalog versions of the
+tables they read, and :meth:`_Run.use` checks that every resample gets new versions. A metric
+that is undefined on some resamples (no record of a slice drawn, no success to divide by) has
+no interval of its difference: the row says so (``note``) instead."""
 
 from __future__ import annotations
 
@@ -88,7 +94,12 @@ class _Run:
 
     def use(self, sample: Any) -> None:
         """Make the views ``records``, ``judgments`` and ``included`` hold the records of
-        ``sample`` (a table of record_id, copy), each copy under its own id."""
+        ``sample`` (a table of record_id, copy), each copy under its own id. Raises when the
+        catalog versions of the tables did not all change: a cache keyed by them could then
+        hand this resample a table computed from another."""
+        from evalkit.metrics._judged import table_versions
+
+        before = set(table_versions(self.con))
         self.con.register("sample", sample)
         # materialised once per resample: every metric then reads plain tables
         self.con.execute(
@@ -102,6 +113,10 @@ class _Run:
         self.con.execute("CREATE OR REPLACE VIEW included AS "
                          "SELECT * FROM records WHERE excluded_by IS NULL")
         self.con.unregister("sample")
+        kept = before & set(table_versions(self.con))
+        if kept:
+            raise RuntimeError(f"compare: the resample kept the tables {sorted(kept)} of "
+                               "the previous one; metric caches would mix resamples")
 
 
 def _values(run: _Run, metrics: dict[str, Any]) -> dict[tuple[str, str], float | None]:
@@ -181,12 +196,27 @@ def compare(run_a: Path, run_b: Path, n_boot: int = 200, seed: int = 0,
         row: dict[str, Any] = {"metric": key[0], "slice": key[1], "a": x, "b": y,
                                "delta": y - x if _finite(x) and _finite(y) else None,
                                "ci_low": None, "ci_high": None, "significant": None,
-                               "n_shared": len(shared), "n_resamples": len(deltas[key])}
-        if row["delta"] is not None and len(deltas[key]) >= 2:
+                               "n_shared": len(shared), "n_resamples": len(deltas[key]),
+                               "note": None}
+        undefined = n_boot - len(deltas[key])
+        if row["delta"] is None:
+            row["note"] = "no difference: the metric is undefined or infinite in a run"
+        elif n_boot < 2:
+            row["note"] = "no interval: fewer than 2 resamples (--n-boot)"
+        elif undefined > MAX_UNDEFINED * n_boot:
+            row["note"] = (f"not resampled: undefined on {undefined} of {n_boot} resamples "
+                           "(a resample without the records it needs); no interval")
+        else:
             lo, hi = percentile_interval(np.array(deltas[key]), alpha)
             row.update(ci_low=lo, ci_high=hi, significant=bool(lo > 0 or hi < 0))
         rows.append(row)
     return rows
+
+
+MAX_UNDEFINED = 0.01
+"""The share of resamples on which a metric may be undefined and still get an interval: the
+percentile interval of the resamples where it is defined is the interval of another
+statistic (the metric given that it is defined) once that share is not negligible."""
 
 
 def main(args: argparse.Namespace) -> int:
@@ -224,7 +254,8 @@ def _print(rows: list[dict[str, Any]], run_a: Path, run_b: Path, confidence: flo
     for col in ("metric", "slice", "A", "B", "B − A", f"{confidence:.0%} CI", "significant"):
         table.add_column(col)
     for r in rows:
-        ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None else ""
+        ci = (f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None
+              else r["note"] or "")
         flag = {True: "[bold]yes[/]", False: "no", None: ""}[r["significant"]]
         table.add_row(r["metric"], r["slice"], _fmt(r["a"]), _fmt(r["b"]), _fmt(r["delta"]),
                       ci, flag)

@@ -35,12 +35,38 @@ def judged_table(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
     """One row per record: ``excluded_by``, slice columns, and the judge's ``value``,
     ``passed``, ``label`` and ``status`` (null when the judge left no judgment). Metrics of
     one connection that summarise the same judge by the same slices (a rate and a mean)
-    share one join: the run's tables do not change while its metrics are computed."""
-    key = (judge, tuple(slice_by))
+    share one join.
+
+    The join is cached under the catalog versions of the relations it reads
+    (:func:`table_versions`), not under the connection alone: a connection whose
+    ``records`` or ``judgments`` are replaced (``evalkit compare`` puts each bootstrap
+    resample into the same connection) gets a new key, so no cache entry can hand one
+    resample the table of another."""
+    key = (table_versions(con), judge, tuple(slice_by))
     cached = _JUDGED.setdefault(con, {})
     if key not in cached:
+        for stale in [k for k in cached if k[0] != key[0]]:
+            del cached[stale]  # the tables it was joined from are gone
         cached[key] = _load(con, judge, slice_by)
     return cached[key]
+
+
+JUDGED_FROM = ("records", "judgments")
+"""The relations a judged table is joined from."""
+
+
+def table_versions(con: Any) -> tuple[tuple[str, str, int], ...]:
+    """``(name, kind, catalog oid)`` of each table or view named in :data:`JUDGED_FROM`, as
+    the connection's catalog holds them now. DuckDB gives a relation a new oid whenever it is
+    created or replaced, so the versions change whenever the data a judged table was joined
+    from is swapped for other data."""
+    names = ", ".join(f"'{n}'" for n in JUDGED_FROM)
+    rows = con.execute(
+        f"SELECT table_name, 'table', table_oid FROM duckdb_tables() "
+        f"WHERE table_name IN ({names}) UNION ALL "
+        f"SELECT view_name, 'view', view_oid FROM duckdb_views() "
+        f"WHERE view_name IN ({names})").fetchall()
+    return tuple(sorted((str(n), str(k), int(o)) for n, k, o in rows))
 
 
 def _load(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
@@ -66,8 +92,9 @@ def _load(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
     return per_record(con, query)
 
 
-# connection -> (judge, slice columns) -> judged table; an entry goes with its connection
-_JUDGED: WeakKeyDictionary[Any, dict[tuple[str, tuple[str, ...]], pa.Table]] = \
+# connection -> (table versions, judge, slice columns) -> judged table; an entry goes with
+# its connection, and with the tables it was joined from
+_JUDGED: WeakKeyDictionary[Any, dict[tuple[Any, str, tuple[str, ...]], pa.Table]] = \
     WeakKeyDictionary()
 
 
