@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from evalkit.checks import check_one_of
@@ -161,6 +161,44 @@ def _instances(kind: str, node: Any) -> list[PluginInstance]:
     return [instance(kind, str(k), v, f"{kind}.{k}") for k, v in node.items() if v is not None]
 
 
+DEFAULT_FILTER = "pipeline_failure"
+_INSTANCE_GROUPS = ("source", "filters", "judges", "metrics", "sinks", "runner")
+
+
+def _default_filter(cfg: DictConfig) -> None:
+    """Put the pipeline-failure filter first in every run that does not have one, so no
+    judge scores (or bills for) a failed call's error envelope. ``filters.pipeline_failure=
+    null`` turns it off; a filter of that plugin under another name stands for it."""
+    node = cfg.get("filters")
+    if isinstance(node, DictConfig) and DEFAULT_FILTER in node:
+        return  # set, or explicitly null (off)
+    if isinstance(node, DictConfig) and any(
+            isinstance(v, DictConfig) and v.get("plugin") == DEFAULT_FILTER
+            for v in node.values()):
+        return
+    existing = OmegaConf.to_container(node) if isinstance(node, DictConfig) else {}
+    with open_dict(cfg):
+        cfg.filters = {DEFAULT_FILTER: {"plugin": DEFAULT_FILTER}, **(existing or {})}
+
+
+def plain_override(arg: str) -> str:
+    """One command-line override as Hydra should get it. A key inside a plugin instance or
+    the runner (``judges.x.response_format=none``, ``source.record_id=id``) may be set
+    without Hydra's ``+`` even when the preset's YAML does not list it: it goes to Hydra as
+    ``++key`` (set or add), and :func:`load` checks it against the plugin's Config, which
+    names the valid keys. ``experiment=x`` without the ``+`` is refused with the fix."""
+    key, eq, value = arg.partition("=")
+    if not eq or key.startswith(("+", "~")) or "@" in key:
+        return arg
+    parts = key.split(".")
+    if parts == ["experiment"]:
+        raise ConfigError(f"{arg}: an experiment is added with a '+': "
+                          f"evalkit run +experiment={value}")
+    if parts[0] in _INSTANCE_GROUPS and len(parts) >= 2:
+        return "++" + arg
+    return arg
+
+
 def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
     """Validate the composed config; raise :class:`ConfigError` on the first problem."""
     try:
@@ -173,6 +211,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
             close = difflib.get_close_matches(str(key), _TOP_KEYS, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise ConfigError(f"{key}: unknown top-level key; {hint}valid: {', '.join(_TOP_KEYS)}")
+    _default_filter(cfg)
     if cfg.get("source") is None:
         raise ConfigError("source: no source configured; pick one with source=jsonl "
                           "(and source.path=...) or +experiment=quickstart")

@@ -60,6 +60,11 @@ def main(argv: list[str]) -> None:
         print(f"evalkit: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     register_resolvers()
+    try:
+        argv = plain_overrides(argv)
+    except EvalkitError as exc:
+        print(f"evalkit: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     user_conf = Path(os.environ.get("EVALKIT_USER_CONF", "conf"))
     if user_conf.is_dir() and not any(a.startswith("hydra.searchpath") for a in argv):
         argv = with_override(argv, f"hydra.searchpath=[file://{user_conf.resolve()}]")
@@ -74,19 +79,38 @@ _VALUE_OPTIONS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--c
 _INFO_CHOICES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
 
 
+def _override_positions(argv: list[str]) -> list[int]:
+    """Where the overrides are in ``argv``: the positional arguments, not Hydra's options
+    and their values."""
+    found, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-"):
+            found.append(i)
+        elif arg in _VALUE_OPTIONS:
+            i += 1
+        elif arg in ("--info", "-i") and i + 1 < len(argv) and argv[i + 1] in _INFO_CHOICES:
+            i += 1
+        i += 1
+    return found
+
+
+def plain_overrides(argv: list[str]) -> list[str]:
+    """``argv`` with each override as Hydra should get it (``config.plain_override``)."""
+    from evalkit.config import plain_override
+
+    argv = list(argv)
+    for i in _override_positions(argv):
+        argv[i] = plain_override(argv[i])
+    return argv
+
+
 def with_override(argv: list[str], override: str) -> list[str]:
     """``argv`` with ``override`` added among the overrides. Hydra reads the overrides as
     one run of positional arguments, so an override put before an option (``-m``) would
     start a run the option ends, and the overrides after it would be "unrecognized": the
     override goes just before the first positional argument, or last when there is none."""
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if not arg.startswith("-"):
-            return [*argv[:i], override, *argv[i:]]
-        if arg in _VALUE_OPTIONS:
-            i += 1
-        elif arg in ("--info", "-i") and i + 1 < len(argv) and argv[i + 1] in _INFO_CHOICES:
-            i += 1
-        i += 1
+    positions = _override_positions(argv)
+    if positions:
+        return [*argv[:positions[0]], override, *argv[positions[0]:]]
     return [*argv, override]
