@@ -27,12 +27,24 @@ class FileSourceConfig:
     scores_list: str | None = None  # path of a list of {name, value, comment} scores
     extra_to_metadata: bool = True  # keep unmapped top-level keys in the metadata column
     batch_size: int = 50_000  # rows per record batch
+    # a longer line (bytes, without its newline) is a reject, skipped without being held in
+    # memory; lines up to it are read whatever their size
+    max_line_bytes: int = 32 << 20
 
+    def validate(self) -> None:
+        if self.max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes: {self.max_line_bytes} is not a positive number "
+                             "of bytes; use e.g. 33554432 (32 MiB, the default)")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size: {self.batch_size} is not a positive number of rows")
 
 
 def resolve_paths(pattern: str, what: str) -> list[Path]:
-    paths = sorted(Path(p) for p in glob.glob(os.path.expanduser(pattern), recursive=True))
-    paths = [p for p in paths if p.is_file()]
+    matched = sorted(Path(p) for p in glob.glob(os.path.expanduser(pattern), recursive=True))
+    paths = [p for p in matched if p.is_file()]
+    if not paths and matched and all(p.is_dir() for p in matched):
+        raise SourceError(f"source.path: '{pattern}' is a directory, not a {what} file; point "
+                          f"at the files in it ('{os.path.join(pattern, '*')}')")
     if not paths:
         raise SourceError(f"source.path: no {what} file matches '{pattern}' (working directory "
                           f"{os.getcwd()}); fix the path or the glob")

@@ -9,7 +9,6 @@ the builder that checks them within a chunk)."""
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import shutil
 import tempfile
@@ -30,6 +29,14 @@ from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.results.schemas import json_text
+from evalkit.sources._input import (
+    HEAD,
+    bounded_line,
+    check_input,
+    decode_problem,
+    head_text,
+    open_input,
+)
 from evalkit.sources._mapping import (
     FileRef,
     SeenIds,
@@ -48,6 +55,7 @@ class JsonlSourceConfig(FileSourceConfig):
     workers: int | None = None
 
     def validate(self) -> None:
+        super().validate()
         if self.workers is not None and self.workers < 0:
             raise ValueError(f"workers: {self.workers} is negative; use 0 (no worker "
                              "processes), a number of processes, or null (automatic)")
@@ -58,14 +66,6 @@ PARALLEL_MIN_BYTES = 64 << 20
 # bytes of the first read of a file (then up to the end of the line); later reads ask for the
 # bytes batch_size lines took so far
 FIRST_READ = 1 << 20
-
-
-def _decode_problem(line: bytes, exc: Exception) -> str:
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError as bad:
-        return (f"not UTF-8 ({bad.reason} at byte {bad.start}); re-encode the file as UTF-8")
-    return f"malformed JSON: {exc}"
 
 
 # what mapping one chunk gives back: the records, the line of each (a range when no line of
@@ -81,6 +81,9 @@ class Chunk(NamedTuple):
     offset: int  # byte offset in the file (-1 in a gzip file)
     data: bytes  # the lines (empty on the way to a worker, which reads them from the file)
     size: int  # bytes of data
+    # rejects of lines the reader could not take (too long, cut short): (location, reason,
+    # raw); each such line is blank in data
+    notes: tuple[tuple[str, str, str | None], ...] = ()
 
 
 # bytes of lines parsed and mapped at a time within a chunk: the Python objects of a whole
@@ -129,7 +132,7 @@ def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef
                         obj = loads(line)
                     except orjson.JSONDecodeError as exc:
                         if line.strip():
-                            ctx.reject(name, f"{ref[0]}:{lineno}", _decode_problem(line, exc),
+                            ctx.reject(name, f"{ref[0]}:{lineno}", decode_problem(line, exc),
                                        line.decode("utf-8", "backslashreplace"))
                         continue
                     add(obj, (ref, lineno))
@@ -260,6 +263,8 @@ class JsonlSource:
         self.config = config
         self.ctx = ctx
         self.paths = resolve_paths(config.path, "JSONL")
+        for path in self.paths:  # a file that cannot be read as text stops the run now
+            check_input(path)
         # whether the read maps its lines on worker processes (known once it starts): the
         # run's thread is then free to share the cores with judges beside it
         self.parses_beside = False
@@ -269,44 +274,62 @@ class JsonlSource:
 
     def _chunks(self, with_data: bool = True) -> Iterator[Chunk]:
         """The lines of every file, at most ``batch_size`` at a time. Each read asks for the
-        bytes that many lines took so far (then reads to the end of a line), so a block is
-        rarely cut; a block of more lines is cut into whole batches from the front. Lines are
-        counted, not split, here. Without ``with_data`` (workers read a plain file's bytes
-        themselves), a block that needs no cut is counted where it was read, not copied into
-        one piece (a third of this process's reading time)."""
-        size = self.config.batch_size
-        want = FIRST_READ
+        bytes that many lines took so far (at most ``max_line_bytes``: no line within a block
+        can then be over it), then reads to the end of a line, or past it when that line is
+        over the limit: it becomes a blank line and a reject. A block of more lines is cut
+        into whole batches from the front. Lines are counted, not split, here. Without
+        ``with_data`` (workers read a plain file's bytes themselves), a block that needs no
+        cut is counted where it was read, not copied into one piece."""
+        size, limit = self.config.batch_size, self.config.max_line_bytes
+        want = min(FIRST_READ, limit)
         # every block is read into this one buffer (grown when a read asks for more): fresh
-        # memory for a block costs the kernel a page fault per 4 KiB it reads (1M records:
-        # 55,000 fewer faults in the run's process, a tenth of its system time)
+        # memory for each block would cost the kernel a page fault per 4 KiB it reads
         buf = bytearray(want)
         for index, path in enumerate(self.paths):
-            gz = path.suffix == ".gz"
-            with (gzip.open if gz else open)(path, "rb") as fh:
-                first, offset = 1, -1 if gz else 0
+            with open_input(path) as source:
+                fh, gz, faulted = source.stream, source.gz, False
+                first, offset = 1, source.start
                 while True:
                     if len(buf) < want:  # (with room: the next blocks ask a little more)
                         buf = bytearray(want + want // 8)
-                    block = memoryview(buf)[:fh.readinto(memoryview(buf)[:want])]
-                    rest = fh.readline()
-                    if not block and not rest:
+                    n = fh.readinto(memoryview(buf)[:want])
+                    tail = n - 1 - buf.rfind(b"\n", 0, n)  # the last line's bytes so far
+                    rest, length, rest_read = bounded_line(fh, tail, limit)
+                    if not n and not rest_read:
                         break
-                    read = len(block) + len(rest)
+                    block, read = memoryview(buf)[:n], n + rest_read
                     lines = _newlines(block) + rest.count(b"\n") + \
                         ((rest or block)[-1:] != b"\n")
-                    want = max(1, read * size // lines * 15 // 16)
-                    if lines <= size and not with_data and not gz:
+                    want = min(limit, max(1, read * size // lines * 15 // 16))
+                    lost = None  # why the last line cannot be read (then it becomes blank)
+                    if length > limit:  # (rest holds its first bytes, for the reject)
+                        lost = (f"line of {length:,} bytes is over source.max_line_bytes "
+                                f"({limit:,}); it was skipped, not read (raise "
+                                "source.max_line_bytes to read it)")
+                    elif source.fault and not rest.endswith(b"\n") and (tail or rest) and \
+                            not fh.peek(1):
+                        lost = source.fault_message()
+                    if lost is not None:
+                        note = (f"{path}:{first + lines - 1}", lost,
+                                head_text(bytes(block[n - tail:n - tail + HEAD]) + rest[:HEAD]))
+                        faulted = bool(source.fault) and not fh.peek(1)
+                        yield from self._cut(index, first, lines, -1,
+                                             block[:n - tail].tobytes() + b"\n", True, (note,))
+                    elif lines <= size and not with_data and not gz:
                         yield Chunk(index, first, lines, offset, b"", read)
                     else:
                         yield from self._cut(index, first, lines, offset, block.tobytes() + rest,
                                              gz)
                     first += lines
                     offset += read * (not gz)
+                if source.fault and not faulted:  # the damage came after a whole line
+                    note = (f"{path}:{first}", source.fault_message(), None)
+                    yield Chunk(index, first, 1, -1, b"\n", 1, (note,))
 
     def _cut(self, index: int, first: int, lines: int, offset: int, data: bytes,
-             gz: bool) -> Iterator[Chunk]:
+             gz: bool, notes: tuple[tuple[str, str, str | None], ...] = ()) -> Iterator[Chunk]:
         """The block ``data`` (``lines`` lines from line ``first``) as chunks of at most
-        ``batch_size`` lines."""
+        ``batch_size`` lines (the last one carries the block's ``notes``)."""
         size = self.config.batch_size
         start = 0
         while lines > size:
@@ -317,7 +340,7 @@ class JsonlSource:
                         cut - start)
             start, first, lines = cut, first + size, lines - size
         yield Chunk(index, first, lines, offset + start * (not gz),
-                    data[start:] if start else data, len(data) - start)
+                    data[start:] if start else data, len(data) - start, notes)
 
     def _workers(self) -> int:
         """Worker processes for this read: as configured, else for an input over
@@ -372,6 +395,8 @@ class JsonlSource:
     def read(self) -> Iterator[pa.Table]:
         seen = SeenIds()
         for chunk, (table, kept, rejects, imported) in self._mapped():
+            for where, reason, raw in chunk.notes:
+                self.ctx.reject(self.name, where, reason, raw)
             self.ctx.rejects.extend(rejects)
             if table is not None:
                 table, imported = self._admit(table, kept, imported, seen, chunk)

@@ -1,0 +1,61 @@
+"""Reading a source the way a run does and the plain way, for the reliability tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from evalkit.context import RunContext
+from evalkit.sources._jsonl_reference import read_plainly
+from evalkit.sources.csv import CsvSource
+from evalkit.sources.files import FileSourceConfig
+from evalkit.sources.jsonl import JsonlSource, JsonlSourceConfig
+
+Read = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def context(tmp: Path) -> RunContext:
+    return RunContext(run_id="r1", experiment="t", run_dir=tmp / "run", runs_dir=tmp,
+                      cache_dir=tmp / "cache")
+
+
+def _line(reject: dict[str, Any]) -> tuple[str, int]:
+    where, line = reject["location"].rsplit(":", 1)
+    return where, int(line)
+
+
+def _collect(tables: list[pa.Table], ctx: RunContext) -> Read:
+    records = pa.concat_tables(tables).to_pylist() if tables else []
+    rejects = sorted(ctx.rejects, key=_line)
+    imported = [row for t in ctx.imported for row in t.to_pylist()]
+    return records, rejects, imported
+
+
+def read_jsonl(path: Path | str, tmp: Path, **options: Any) -> Read:
+    """Records, rejects (in file order) and imported scores of a run's read."""
+    ctx = context(tmp)
+    source = JsonlSource("s", JsonlSourceConfig(path=str(path), **options), ctx)
+    return _collect(list(source.read()), ctx)
+
+
+def read_jsonl_plainly(path: Path | str, tmp: Path, **options: Any) -> Read:
+    """The same, read by the plain reference reader (one line at a time)."""
+    options.pop("workers", None)
+    ctx = context(tmp)
+    return _collect(list(read_plainly("s", FileSourceConfig(path=str(path), **options), ctx)),
+                    ctx)
+
+
+def read_jsonl_checked(path: Path | str, tmp: Path, **options: Any) -> Read:
+    """A run's read, checked equal to the plain reader's."""
+    got = read_jsonl(path, tmp, **options)
+    assert got == read_jsonl_plainly(path, tmp, **options)
+    return got
+
+
+def read_csv(path: Path | str, tmp: Path, **options: Any) -> Read:
+    ctx = context(tmp)
+    source = CsvSource("s", FileSourceConfig(path=str(path), **options), ctx)
+    return _collect(list(source.read()), ctx)
