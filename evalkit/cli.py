@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plugins": ("evalkit.commands.plugins", "list installed sources, filters, judges, metrics"),
     "compare": ("evalkit.commands.compare", "metric deltas of two runs, paired-bootstrap CIs"),
     "push": ("evalkit.commands.push", "send a run's judgments elsewhere (--to langfuse: scores)"),
+    "report": ("evalkit.commands.report", "self-contained HTML report of runs (+ Markdown, JUnit)"),
 }
 
 

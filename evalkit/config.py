@@ -32,6 +32,7 @@ class RunnerConfig:
     cache_dir: str | None = None  # judge response cache; default ~/.cache/evalkit
     summary: bool = True  # print the summary table at the end
     summary_slices: bool = False  # show per-slice metric rows in the summary too
+    report: bool = False  # write report.html (+ .md, .junit.xml) into the run directory
 
     def validate(self) -> None:
         if self.fail_on is not None:

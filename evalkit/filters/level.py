@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.plugin import Filter
-
 
 @dataclass(frozen=True)
 class LevelConfig:
@@ -22,7 +20,7 @@ class LevelConfig:
                              "leave it null to keep all levels")
 
 
-class LevelFilter(Filter):
+class LevelFilter:
     """Marks records whose level is in ``exclude`` (or, with ``include``, not in it).
     Levels compare case-insensitively."""
 

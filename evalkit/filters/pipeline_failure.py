@@ -6,12 +6,11 @@ from __future__ import annotations
 import pyarrow as pa
 
 from evalkit.analysis.pipeline_failure import PipelineFailureConfig, failure_reasons
-from evalkit.plugin import Filter
 
 __all__ = ["PipelineFailureFilter"]
 
 
-class PipelineFailureFilter(Filter):
+class PipelineFailureFilter:
     """Marks records whose output is not a model completion, with the reason."""
 
     Config = PipelineFailureConfig

@@ -11,8 +11,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.plugin import Filter
-
 _SCALE = float(1 << 64)
 
 
@@ -40,7 +38,7 @@ def sample_position(record_ids: list[str | None], seed: int) -> np.ndarray:
     return out
 
 
-class SampleFilter(Filter):
+class SampleFilter:
     """Marks every record outside the sample. A record with a null id is never sampled."""
 
     Config = SampleConfig

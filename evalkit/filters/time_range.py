@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit._time import iso_time
-from evalkit.plugin import Filter
 
 
 def parse_time(text: str, key: str) -> datetime:
@@ -36,7 +35,7 @@ class TimeRangeConfig:
             raise ValueError(f"start ({self.start}) must be before end ({self.end})")
 
 
-class TimeRangeFilter(Filter):
+class TimeRangeFilter:
     """Marks records outside ``[start, end)`` (and, by default, records with no timestamp)."""
 
     Config = TimeRangeConfig

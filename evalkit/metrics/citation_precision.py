@@ -29,7 +29,6 @@ from evalkit.metrics._signals import (
     passage_ids,
 )
 from evalkit.paths import value_at
-from evalkit.plugin import Metric
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ def _supported(valid: list[Citation], status: str | None, value: float | None,
     return None
 
 
-class CitationPrecisionMetric(Metric):
+class CitationPrecisionMetric:
     """Rows ``<name>`` (supported citations / all citations, over included records whose
     every citation is decided) and ``<name>.id_valid`` (citations naming an existing passage /
     all citations), per slice. Records without citations are counted, not scored."""

@@ -14,10 +14,9 @@ from evalkit.metrics._signals import (
     mean_row,
     reasons,
 )
-from evalkit.plugin import Metric
 
 
-class TaskCompletionMetric(Metric):
+class TaskCompletionMetric:
     """Share of included records with a successful outcome, per slice; records without a
     usable outcome are unscored (counted, with reasons), never failures."""
 

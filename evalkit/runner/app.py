@@ -41,7 +41,11 @@ def _task(cfg: DictConfig) -> None:
     overrides = list(HydraConfig.get().overrides.task)
     try:
         rc = config_mod.load(cfg, overrides)
-        execute(rc)
+        result = execute(rc)
+        if rc.runner.report and not rc.runner.dry_run:
+            from evalkit.report._sweep import note_sweep_run
+
+            note_sweep_run(result.run_dir)
     except EvalkitError as exc:
         if os.environ.get("EVALKIT_FULL_ERROR"):
             raise

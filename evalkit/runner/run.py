@@ -164,7 +164,9 @@ def execute(rc: RunConfig) -> RunResult:
     finally:
         judging.close()
         for _, plugin in judges:
-            plugin.close()
+            close = getattr(plugin, "close", None)
+            if close is not None:
+                close()
 
     counts: dict[str, dict[str, int]] = {}
     cost = 0.0
@@ -190,7 +192,8 @@ def execute(rc: RunConfig) -> RunResult:
         dry_run_estimates=judge_runner.estimates if rc.runner.dry_run else None,
         evalkit_version=versions["evalkit"],
         versions=versions,
-        sources={rc.source.name: source.fingerprint()},
+        sources={rc.source.name: source.fingerprint() if hasattr(source, "fingerprint")
+                 else {}},
         timings={k: round(v, 4) for k, v in timings.items()},
     )
     writer.write_manifest(manifest)
@@ -200,5 +203,9 @@ def execute(rc: RunConfig) -> RunResult:
     result = RunResult(run_id, run_dir, manifest, metrics, alerts, counts)
     if rc.runner.summary:
         print_summary(rc, result, rejects)
+    if rc.runner.report and not rc.runner.dry_run:
+        from evalkit.report import write_report
+
+        print(f"report: {write_report([run_dir]).html}")
     raise_on_fired(alerts, rc.runner.fail_on)
     return result

@@ -47,7 +47,6 @@ from evalkit.langfuse_client import (
     resolve_host,
 )
 from evalkit.paths import getter
-from evalkit.plugin import Source
 from evalkit.results.schemas import RECORDS, json_text
 from evalkit.sources._mapping import MAPPABLE, coercer
 from evalkit.sources.langfuse import mapping
@@ -164,7 +163,7 @@ class _Stopped(Exception):
     """The consumer went away; the reader stops."""
 
 
-class LangfuseSource(Source):
+class LangfuseSource:
     """Reads a Langfuse project's observations or traces in a time window, with its scores."""
 
     Config = LangfuseSourceConfig

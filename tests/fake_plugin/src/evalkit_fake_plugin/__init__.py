@@ -8,15 +8,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.plugin import Judge, Metric
-
 
 @dataclass(frozen=True)
 class WordCountConfig:
     max_words: int = 20  # outputs longer than this do not pass
 
 
-class WordCountJudge(Judge):
+class WordCountJudge:
     Config = WordCountConfig
 
     def __init__(self, name: str, config: WordCountConfig, ctx: object) -> None:
@@ -36,7 +34,7 @@ class BoomConfig:
     message: str = "boom"  # the error to raise
 
 
-class BoomMetric(Metric):
+class BoomMetric:
     Config = BoomConfig
     higher_is_better = None
 

@@ -1,0 +1,53 @@
+"""``evalkit report RUN [RUN ...]``: one self-contained HTML page (styles, scripts, data and
+charts inline; it opens from disk with no network), a Markdown summary for CI comments and a
+JUnit XML file (alerts and gates as test cases), written into the run directory (the last
+run's for several runs, which are compared against the first). ``--index RUNS_DIR`` writes a
+page listing every run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evalkit.commands._runs import find_run
+from evalkit.errors import EvalkitError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="*", help="run ids or run directories (several: one page, "
+                        "each compared against the first)")
+    parser.add_argument("--index", metavar="RUNS_DIR", default=None,
+                        help="write RUNS_DIR/index.html listing every run instead")
+    parser.add_argument("--runs-dir", default="runs", help="where run ids are looked up "
+                        "(default: runs)")
+    parser.add_argument("--out", default=None, help="directory to write the report into "
+                        "(default: the last run's directory)")
+    parser.add_argument("--max-records", type=int, default=100_000,
+                        help="records in the drill-down (default: 100000; the rest is stated)")
+    parser.add_argument("--text-chars", type=int, default=1_000,
+                        help="characters kept of each text in the drill-down (default: 1000)")
+    parser.add_argument("--n-boot", type=int, default=200,
+                        help="paired bootstrap resamples of compare's verdicts between runs "
+                        "(default: 200; 0: no verdicts)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from evalkit.report import Limits, write_index, write_report
+
+    if args.index is not None:
+        if args.runs:
+            raise EvalkitError("report: give either runs or --index RUNS_DIR, not both")
+        print(f"wrote {write_index(Path(args.index))}")
+        return 0
+    if not args.runs:
+        raise EvalkitError("report: name a run (an id or a directory), or --index RUNS_DIR")
+    if args.max_records < 0 or args.text_chars < 1 or args.n_boot < 0:
+        raise EvalkitError("report: --max-records, --n-boot must be 0 or more and "
+                           "--text-chars at least 1")
+    runs_dir = Path(args.runs_dir)
+    dirs = [find_run(r, runs_dir, "report") for r in args.runs]
+    files = write_report(dirs, Path(args.out) if args.out else None,
+                         Limits(args.max_records, args.text_chars), args.n_boot)
+    print(f"wrote {files.html} ({files.html.stat().st_size / 1e6:.1f} MB, "
+          f"{files.seconds:.2f} s), {files.markdown.name}, {files.junit.name}")
+    return 0

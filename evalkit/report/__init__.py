@@ -1,0 +1,152 @@
+"""Self-contained HTML reports of runs: ``write_report`` (one run, a before/after pair or a
+sweep on one page, with a Markdown summary and a JUnit XML file beside it) and
+``write_index`` (a page listing every run of a runs directory). Plotting (matplotlib) is
+imported only here, when a report is written."""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import EvalkitError
+from evalkit.report._data import Limits, RunData, load_run, read_manifest
+
+__all__ = ["Limits", "ReportFiles", "write_index", "write_report"]
+
+HTML_NAME = "report.html"
+MD_NAME = "report.md"
+JUNIT_NAME = "report.junit.xml"
+
+
+@dataclass
+class ReportFiles:
+    """The files one report wrote, and how long it took."""
+
+    html: Path
+    markdown: Path
+    junit: Path
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def _write(path: Path, data: str | bytes) -> None:
+    from evalkit.results.writer import atomic_path
+
+    with atomic_path(path) as tmp:
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+
+
+def _verdicts(runs: list[RunData], n_boot: int) -> tuple[list[dict[str, Any]], str]:
+    """``compare``'s rows (paired bootstrap) of every run against the first, and a note on
+    what could not be compared."""
+    from evalkit.commands.compare import compare
+
+    if len(runs) < 2 or n_boot <= 0:
+        return [], ("" if len(runs) < 2 else "compare's verdicts are off (n_boot 0)")
+    out: list[dict[str, Any]] = []
+    notes = []
+    for run in runs[1:]:
+        try:
+            rows = compare(runs[0].run_dir, run.run_dir, n_boot=n_boot)
+        except EvalkitError as exc:
+            notes.append(f"{run.run_id}: {exc}")
+            continue
+        out += [{"run": run.run_id, **row} for row in rows]
+    return out, "; ".join(notes) + (f" ({n_boot} paired resamples each)" if out else "")
+
+
+def write_report(run_dirs: list[Path], out_dir: Path | None = None,
+                 limits: Limits | None = None, n_boot: int = 200) -> ReportFiles:
+    """Write ``report.html``, ``report.md`` and ``report.junit.xml`` for ``run_dirs`` (one
+    page; several runs are compared against the first with ``compare``'s paired bootstrap)
+    into ``out_dir`` (default: the last run's directory)."""
+    from evalkit.report._ci import junit, markdown
+    from evalkit.report._page import across_runs, page
+
+    if not run_dirs:
+        raise EvalkitError("report: name at least one run")
+    t0 = time.perf_counter()
+    limits = limits or Limits()
+    if len(run_dirs) > 1:  # the drill-down's records are shared out among the runs
+        limits = Limits(max(1, limits.max_records // len(run_dirs)), limits.text_chars,
+                        limits.exchange_bytes // len(run_dirs))
+    runs = [load_run(Path(d), limits) for d in run_dirs]
+    verdicts, note = _verdicts(runs, n_boot)
+    across = across_runs(runs, verdicts, note) if len(runs) > 1 else ""
+    target = Path(out_dir) if out_dir is not None else runs[-1].run_dir
+    target.mkdir(parents=True, exist_ok=True)
+    files = ReportFiles(target / HTML_NAME, target / MD_NAME, target / JUNIT_NAME)
+    _write(files.html, page(runs, across))
+    _write(files.markdown, markdown(runs, verdicts, HTML_NAME))
+    _write(files.junit, junit(runs))
+    files.seconds = time.perf_counter() - t0
+    return files
+
+
+def write_index(runs_dir: Path) -> Path:
+    """``RUNS_DIR/index.html``: every run (experiment, time, status, headline metrics,
+    alerts), newest first, linking to each run's report where one was written."""
+    import duckdb
+
+    from evalkit.report._page import e, fmt
+
+    runs_dir = Path(runs_dir)
+    manifests = sorted(runs_dir.glob("*/*/manifest.json"))
+    if not runs_dir.is_dir():
+        raise EvalkitError(f"report: no runs directory {runs_dir}")
+    entries = []
+    for path in manifests:
+        try:
+            m = read_manifest(path.parent)
+        except EvalkitError:
+            continue
+        entries.append((path.parent, m))
+    entries.sort(key=lambda x: x[1].get("started_at") or "", reverse=True)
+    con = duckdb.connect()
+    rows = []
+    for run_dir, m in entries:
+        headline: list[str] = []
+        alerts: list[str] = []
+        mp, ap = run_dir / "metrics.parquet", run_dir / "alerts.parquet"
+        if mp.exists():
+            for name, value, lo, hi in con.execute(
+                    "SELECT metric, value, ci_low, ci_high FROM read_parquet(?) WHERE slice = "
+                    "'all' AND NOT regexp_matches(metric, '\\.(raw|filter_effect|n)$') "
+                    "AND plugin IS DISTINCT FROM 'crosstab' LIMIT 6", [str(mp)]).fetchall():
+                ci = f" [{fmt(lo)}, {fmt(hi)}]" if lo is not None and hi is not None else ""
+                headline.append(f"{e(name)} <b>{e(fmt(value))}</b>{e(ci)}")
+        if ap.exists():
+            alerts = [f"<span class='sev-{e(s)}'>{e(s)}</span>: {e(msg)}" for s, msg in
+                      con.execute("SELECT severity, message FROM read_parquet(?)",
+                                  [str(ap)]).fetchall()]
+        rel = (run_dir / HTML_NAME).relative_to(runs_dir).as_posix()
+        link = (f'<a href="{e(rel)}">{e(m.get("run_id", run_dir.name))}</a>'
+                if (run_dir / HTML_NAME).exists() else
+                f'{e(m.get("run_id", run_dir.name))}<br><span class="muted">no report: '
+                f'evalkit report {e(run_dir)}</span>')
+        rows.append(f"<tr><td>{e(m.get('experiment'))}</td><td>{link}</td>"
+                    f"<td>{e(m.get('started_at'))}</td><td class='st-{e(m.get('status'))}'>"
+                    f"{e(m.get('status'))}</td><td class='num'>{e(fmt(m.get('n_records')))}</td>"
+                    f"<td>{'<br>'.join(headline)}</td><td>{'<br>'.join(alerts)}</td></tr>")
+    con.close()
+    body = ("<table><thead><tr><th>experiment</th><th>run</th><th>started</th><th>status</th>"
+            "<th>records</th><th>headline metrics (slice all)</th><th>alerts</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+    from importlib import resources
+
+    css = resources.files("evalkit.report").joinpath("report.css").read_text()
+    out = runs_dir / "index.html"
+    _write(out, "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+                "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
+                "style-src 'unsafe-inline'; img-src data:\"><link rel='icon' href='data:,'>"
+                f"<title>evalkit runs · {html.escape(str(runs_dir))}</title><style>{css}"
+                ".sev-error{color:#cf222e}.st-failed,.st-interrupted{color:#cf222e}</style>"
+                f"</head><body><header><b>evalkit</b> runs in {e(runs_dir)} "
+                f"({len(entries):,})</header><main>{body}</main></body></html>")
+    return out

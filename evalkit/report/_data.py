@@ -1,0 +1,291 @@
+"""What a report shows, read from run directories with DuckDB: the manifest, every metric and
+alert row, what the filters set aside, the judges' score distributions, two judges' scores
+for a scatter, the review queues and the records for the drill-down (bounded, saying what was
+cut). Nothing here draws or formats: :mod:`evalkit.report._page` does."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import EvalkitError
+
+HIST_BINS = 20
+MAX_LABELS = 30  # a judge with more distinct labels than this gets no label chart
+SCATTER_POINTS = 3000  # points drawn in the scatter of two judges (a seeded sample beyond)
+MAX_REVIEW_ROWS = 200  # rows of a disagreement queue shown
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of a run the page embeds for the drill-down."""
+
+    max_records: int = 100_000  # records in the drill-down (the first ones, in run order)
+    text_chars: int = 1_000  # characters kept of each input, output, context, explanation
+    exchange_bytes: int = 16_000_000  # total size of the judges' exchanges embedded
+
+
+@dataclass
+class JudgeDist:
+    """One judge's scores, raw (every record) beside filtered (included records)."""
+
+    name: str
+    statuses: dict[str, int]
+    lo: float = 0.0
+    hi: float = 1.0
+    raw: list[int] = field(default_factory=list)  # histogram counts over HIST_BINS bins
+    filtered: list[int] = field(default_factory=list)
+    labels: dict[str, tuple[int, int]] = field(default_factory=dict)  # label -> (raw, filtered)
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    manifest: dict[str, Any]
+    metrics: list[dict[str, Any]]  # metric rows, details parsed
+    alerts: list[dict[str, Any]]
+    exclusions: list[dict[str, Any]]  # excluded_by, exclude_reason, n
+    judges: list[JudgeDist]
+    scatter: dict[str, Any] | None
+    review: dict[str, dict[str, Any]]  # disagreements metric -> {rows, n}
+    drill: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id", self.run_dir.name))
+
+    @property
+    def experiment(self) -> str:
+        return str(self.manifest.get("experiment", self.run_dir.parent.name))
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "manifest.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise EvalkitError(f"report: {run_dir} is not a run directory (no manifest.json)") \
+            from None
+    except ValueError as exc:
+        raise EvalkitError(f"report: {path} is not valid JSON ({exc})") from None
+
+
+def _details(text: Any) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"text": text}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _rows(con: Any, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _finite(v: Any) -> float | None:
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def load_run(run_dir: Path, limits: Limits) -> RunData:
+    """Everything the page shows of one finished (or failed) run."""
+    from evalkit.results.writer import run_connection
+
+    manifest = read_manifest(run_dir)
+    if not (run_dir / "records.parquet").exists():
+        raise EvalkitError(f"report: run {run_dir} has no records.parquet (status "
+                           f"'{manifest.get('status')}'); report a finished run")
+    con = run_connection(run_dir)
+    try:
+        metrics = []
+        if (run_dir / "metrics.parquet").exists():
+            path = _q(run_dir / "metrics.parquet")
+            for row in _rows(con, f"SELECT * FROM read_parquet('{path}')"):
+                row["details"] = _details(row.get("details"))
+                metrics.append(row)
+        alerts = []
+        if (run_dir / "alerts.parquet").exists():
+            path = _q(run_dir / "alerts.parquet")
+            alerts = _rows(con, f"SELECT * FROM read_parquet('{path}')")
+        exclusions = _rows(con, "SELECT excluded_by, exclude_reason, count(*) AS n FROM records "
+                                "WHERE excluded_by IS NOT NULL GROUP BY ALL "
+                                "ORDER BY n DESC, excluded_by, exclude_reason LIMIT 200")
+        has_judgments = _has_judgments(con)
+        judges = _judge_dists(con, manifest) if has_judgments else []
+        scatter = _scatter(con, metrics) if has_judgments else None
+        review = _review(run_dir, metrics)
+        drill = _drill(con, limits, has_judgments)
+    finally:
+        con.close()
+    return RunData(run_dir, manifest, metrics, alerts, exclusions, judges, scatter, review,
+                   drill)
+
+
+def _q(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _has_judgments(con: Any) -> bool:
+    try:
+        con.execute("SELECT 1 FROM judgments LIMIT 0")
+    except Exception:  # a run without judges has no judgment parts
+        return False
+    return True
+
+
+def _judge_dists(con: Any, manifest: dict[str, Any]) -> list[JudgeDist]:
+    con.execute("CREATE TEMP TABLE jr AS SELECT j.judge, j.status, j.value, j.label, "
+                "r.excluded_by IS NULL AS included FROM judgments j "
+                "LEFT JOIN (SELECT record_id, excluded_by FROM records) r USING (record_id)")
+    counts = manifest.get("judgments") or {}
+    out: dict[str, JudgeDist] = {}
+    for row in _rows(con, "SELECT judge, status, count(*) AS n FROM jr GROUP BY ALL"):
+        dist = out.setdefault(row["judge"], JudgeDist(row["judge"], {}))
+        dist.statuses[row["status"]] = row["n"]
+    for name, statuses in counts.items():
+        out.setdefault(name, JudgeDist(name, dict(statuses)))
+    ranges = {r["judge"]: r for r in _rows(
+        con, "SELECT judge, min(value) AS lo, max(value) AS hi FROM jr "
+             "WHERE status = 'ok' AND isfinite(value) GROUP BY judge")}
+    for name, r in ranges.items():
+        dist = out[name]
+        dist.lo, dist.hi = min(0.0, r["lo"]), max(1.0, r["hi"])
+        dist.raw, dist.filtered = [0] * HIST_BINS, [0] * HIST_BINS
+    hist = _rows(con, f"""
+        SELECT jr.judge, included, least(greatest(floor((value - s.lo) / (s.hi - s.lo)
+               * {HIST_BINS}), 0), {HIST_BINS - 1})::INT AS b, count(*) AS n
+        FROM jr JOIN (SELECT judge, least(0, min(value)) AS lo, greatest(1, max(value)) AS hi
+                      FROM jr WHERE status = 'ok' AND isfinite(value) GROUP BY judge) s
+             USING (judge)
+        WHERE status = 'ok' AND isfinite(value) GROUP BY ALL""")
+    for row in hist:
+        dist = out[row["judge"]]
+        dist.raw[row["b"]] += row["n"]
+        if row["included"]:
+            dist.filtered[row["b"]] += row["n"]
+    few = [r["judge"] for r in _rows(
+        con, "SELECT judge FROM jr WHERE label IS NOT NULL GROUP BY judge "
+             f"HAVING count(DISTINCT label) <= {MAX_LABELS}")]
+    if few:
+        for row in _rows(con, "SELECT judge, label, count(*) AS raw, "
+                              "count(*) FILTER (WHERE included) AS filtered FROM jr "
+                              "WHERE label IS NOT NULL AND judge IN (SELECT unnest(?)) "
+                              "GROUP BY ALL ORDER BY judge, raw DESC, label", [few]):
+            out[row["judge"]].labels[row["label"]] = (row["raw"], row["filtered"])
+    con.execute("DROP TABLE jr")
+    return list(out.values())
+
+
+def _scatter(con: Any, metrics: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Two judges' scores on the records both scored: the first agreement metric between two
+    judges (not a judge and the human labels)."""
+    pair = next(((m["details"].get("a"), m["details"].get("b")) for m in metrics
+                 if m.get("plugin") == "agreement" and m["slice"] == "all"
+                 and m["details"].get("a") and m["details"].get("b")
+                 and m["details"].get("b") != "human_label"), None)
+    if pair is None:
+        return None
+    a, b = pair
+    both = ("FROM judgments x JOIN judgments y USING (record_id) WHERE x.judge = ? AND "
+            "y.judge = ? AND x.status = 'ok' AND y.status = 'ok' AND isfinite(x.value) AND "
+            "isfinite(y.value)")
+    (n,) = con.execute(f"SELECT count(*) {both}", [a, b]).fetchone()
+    if not n:
+        return None
+    sample = "" if n <= SCATTER_POINTS else \
+        f" USING SAMPLE reservoir({SCATTER_POINTS} ROWS) REPEATABLE (7)"
+    pts = con.execute(f"SELECT x.value, y.value {both}{sample}", [a, b]).fetchall()
+    return {"a": a, "b": b, "n": n, "x": [p[0] for p in pts], "y": [p[1] for p in pts]}
+
+
+def _review(run_dir: Path, metrics: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    out: dict[str, dict[str, Any]] = {}
+    for m in metrics:
+        if m.get("plugin") != "disagreements" or m["slice"] != "all" or m["metric"] in out:
+            continue
+        path = run_dir / "review" / f"{m['metric']}.parquet"
+        if not path.exists():
+            continue
+        f = pq.ParquetFile(path)
+        n = f.metadata.num_rows
+        table = f.read().slice(0, MAX_REVIEW_ROWS)
+        out[m["metric"]] = {"rows": table.to_pylist(), "n": n}
+    return out
+
+
+def _text(col: str, limit: int) -> str:
+    """SQL: ``col`` cut to ``limit`` characters, saying how many were cut."""
+    return (f"CASE WHEN length({col}) > {limit} THEN left({col}, {limit}) || '… [' || "
+            f"(length({col}) - {limit}) || ' characters cut]' ELSE {col} END")
+
+
+RECORD_FIELDS = ("record_id", "model", "level", "excluded_by", "exclude_reason", "input",
+                 "output", "context", "reference", "human_label", "outcome", "latency_s",
+                 "cost_usd", "timestamp")
+_LONG = {"input", "output", "context", "reference", "exclude_reason"}
+
+
+def _drill(con: Any, limits: Limits, has_judgments: bool) -> dict[str, Any]:
+    """The drill-down's data, column by column (compact JSON): the first ``max_records``
+    records with their judgments, long texts cut to ``text_chars``."""
+    (total,) = con.execute("SELECT count(*) FROM records").fetchone()
+    L = limits.text_chars
+    cols = []
+    for c in RECORD_FIELDS:
+        if c == "context":
+            joined = "array_to_string(context, chr(10) || '───' || chr(10))"
+            cols.append(f"{_text(joined, L)} AS context")
+        elif c == "timestamp":
+            cols.append("strftime(timestamp, '%Y-%m-%dT%H:%M:%SZ') AS timestamp")
+        elif c in _LONG:
+            cols.append(f"{_text(c, L)} AS {c}")
+        else:
+            cols.append(c)
+    con.execute(f"CREATE TEMP TABLE shown AS SELECT row_number() OVER () - 1 AS i, "
+                f"{', '.join(cols)} FROM (SELECT * FROM records LIMIT {limits.max_records})")
+    result = con.execute(f"SELECT {', '.join(RECORD_FIELDS)} FROM shown ORDER BY i").arrow()
+    table = result.read_all() if hasattr(result, "read_all") else result
+    records = {c: table.column(c).to_pylist() for c in RECORD_FIELDS}
+    n = table.num_rows
+    judges: dict[str, dict[str, list[Any]]] = {}
+    exchange_cut = 0
+    if has_judgments and n:
+        jcols = {r[0] for r in con.execute("DESCRIBE judgments").fetchall()}
+        exch = "j.exchange" if "exchange" in jcols else "NULL"
+        cur = con.execute(
+            f"SELECT s.i, j.judge, j.value, j.label, j.passed, j.status, j.origin, "
+            f"{_text('j.explanation', L)} AS explanation, {_text('j.error', L)} AS error, "
+            f"{_text('j.raw', L * 4)} AS raw, {exch} AS exchange "
+            "FROM judgments j JOIN shown s USING (record_id) ORDER BY j.judge, s.i")
+        budget = limits.exchange_bytes
+        fields = ("value", "label", "passed", "status", "origin", "explanation", "error",
+                  "raw", "exchange")
+        while True:
+            batch = cur.fetchmany(50_000)
+            if not batch:
+                break
+            for i, judge, *vals in batch:
+                cols_j = judges.get(judge)
+                if cols_j is None:
+                    cols_j = judges[judge] = {f: [None] * n for f in fields}
+                for f, v in zip(fields, vals, strict=True):
+                    if f == "value":
+                        v = _finite(v) if v is not None else None
+                    elif f == "exchange" and v is not None:
+                        budget -= len(v)
+                        if budget < 0:
+                            exchange_cut += 1
+                            v = None
+                    cols_j[f][i] = v
+    con.execute("DROP TABLE shown")
+    return {"total": total, "shown": n, "text_chars": L, "records": records,
+            "judges": judges, "exchange_cut": exchange_cut,
+            "max_records": limits.max_records}
