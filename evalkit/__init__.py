@@ -11,12 +11,15 @@ __all__ = ["connect", "__version__"]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    import duckdb
+    from evalkit.results.query import ReadOnlyConnection
 
 
-def connect(runs_dir: str = "runs") -> duckdb.DuckDBPyConnection:
-    """DuckDB with views ``runs``, ``records``, ``judgments``, ``metrics``, ``alerts`` and
-    ``rejects`` over every run under ``runs_dir``; it can read nothing else."""
+def connect(runs_dir: str = "runs") -> ReadOnlyConnection:
+    """A read-only DuckDB connection with views ``runs``, ``records``, ``judgments``,
+    ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir``:
+    ``connect("runs").sql("SELECT ...").df()``. It runs one plain read per call, can read
+    nothing outside ``runs_dir`` and can write nothing (see docs/trust.md)."""
+    from evalkit.results.query import ReadOnlyConnection
     from evalkit.results.query import connect as _connect
 
-    return _connect(runs_dir)
+    return ReadOnlyConnection(_connect(runs_dir))

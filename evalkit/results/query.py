@@ -1,4 +1,22 @@
-"""DuckDB over every run under a runs directory, read-only and confined to it."""
+"""DuckDB over every run under a runs directory, read-only and confined to it.
+
+The guarantee rests on DuckDB, not on the statement's text:
+
+- DuckDB's settings (:func:`connect`): no file access outside the runs directory
+  (``enable_external_access`` off, ``allowed_directories`` = the runs directory), no
+  extension installed or loaded, no persistent secrets read, no temporary files spilled
+  (``temp_directory`` empty), no Python variable scanned, and the configuration locked;
+- DuckDB's parser (:func:`check_read_only`): a query is exactly one statement whose parsed
+  type is ``SELECT`` (``EXPLAIN``, which runs its statement under ``ANALYZE``, ``PREPARE``,
+  ``EXECUTE``, ``CALL``, ``SET``, ``PIVOT``'s hidden ``CREATE TYPE``, ``COPY``, ``ATTACH`` ...
+  are other types), and every table function anywhere in its parse tree (CTEs and subqueries
+  included) is one of :data:`READ_TABLE_FUNCTIONS`, functions that only read.
+
+Inside the runs directory DuckDB could write as well as read; only a statement of another
+type, or a table function that runs SQL or changes state, could ask it to, and both are
+refused. :class:`ReadOnlyConnection` is what ``evalkit.connect`` hands to Python: every query
+goes through the same check, and results come back as data, never as DuckDB relations (whose
+``to_parquet`` and ``query`` would bypass it)."""
 
 from __future__ import annotations
 
@@ -47,13 +65,13 @@ def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnect
     ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir``.
 
     The connection can read only ``runs_dir``: file access elsewhere is disabled and the
-    setting is locked, so ``read_csv('/etc/passwd')`` or ``COPY ... TO '/tmp/x'`` fail."""
+    settings are locked, so ``read_csv('/etc/passwd')`` fails. It is the raw connection:
+    run queries through :func:`run_query` (or use :class:`ReadOnlyConnection`), which
+    refuses anything but a plain read, ``COPY ... TO`` inside the runs directory too."""
     import duckdb
 
     root = Path(runs_dir).resolve()
-    con = duckdb.connect(
-        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-    )
+    con = duckdb.connect(config=dict(_SETTINGS))
     con.execute("SET allowed_directories = ?", [[str(root) + os.sep]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
@@ -76,12 +94,44 @@ def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnect
     return con
 
 
-_READ_ONLY = ("SELECT", "EXPLAIN")
+# set when the connection is made, before the configuration is locked
+_SETTINGS = {
+    "autoinstall_known_extensions": False,  # no extension is downloaded ...
+    "autoload_known_extensions": False,  # ... nor loaded because a query names it
+    "allow_community_extensions": False,
+    "allow_persistent_secrets": False,  # ~/.duckdb/stored_secrets is never read
+    "temp_directory": "",  # nothing spills to disk (a large query fails instead)
+    "python_enable_replacements": False,  # FROM name never reads a Python variable
+}
+
+READ_TABLE_FUNCTIONS = frozenset({
+    # files (inside the runs directory: the settings refuse any other path)
+    "read_parquet", "parquet_scan", "parquet_metadata", "parquet_schema",
+    "parquet_file_metadata", "parquet_kv_metadata", "parquet_full_metadata",
+    "parquet_bloom_probe", "read_csv", "read_csv_auto", "sniff_csv", "read_json",
+    "read_json_auto", "read_json_objects", "read_json_objects_auto", "read_ndjson",
+    "read_ndjson_auto", "read_ndjson_objects", "read_text", "read_blob", "glob",
+    # values
+    "range", "generate_series", "unnest", "json_each", "json_tree", "repeat", "repeat_row",
+    "summary", "histogram", "histogram_values", "icu_calendar_names", "pg_timezone_names",
+    # the catalog, read-only (SUMMARIZE, DESCRIBE and SHOW read through these)
+    "duckdb_columns", "duckdb_tables", "duckdb_views", "duckdb_schemas", "duckdb_databases",
+    "duckdb_constraints", "duckdb_functions", "duckdb_types", "duckdb_keywords",
+    "duckdb_settings", "pragma_table_info", "pragma_show", "pragma_version",
+    "pragma_collations", "pragma_platform",
+})
+"""The table functions a query may call: each only reads. Every other one is refused, among
+them those that run SQL given as text (``query``, ``query_table``,
+``json_execute_serialized_sql``), change state (``checkpoint``, ``enable_logging``,
+``enable_profiling``, ``truncate_duckdb_logs``) or read memory (``arrow_scan``)."""
 
 
-def run_query(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False):
-    """Run ``sql``, which must be one read-only statement. Returns ``(columns, rows)``, or a
-    pyarrow Table when ``arrow`` is true (pyarrow is imported only then)."""
+def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Raise :class:`QueryError` (one line) unless ``sql`` is exactly one statement that
+    DuckDB's parser types ``SELECT`` and whose parse tree calls no table function outside
+    :data:`READ_TABLE_FUNCTIONS`."""
+    import json
+
     import duckdb
 
     try:
@@ -89,20 +139,133 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, arrow: bool = False):
     except duckdb.Error as exc:
         raise QueryError(f"query: {str(exc).splitlines()[0]}") from None
     if len(statements) != 1:
-        raise QueryError(f"query: give exactly one SQL statement (got {len(statements)})")
+        raise QueryError(f"query: refused: give exactly one SQL statement, got "
+                         f"{len(statements)} (PIVOT runs a hidden CREATE TYPE first)")
     kind = statements[0].type.name
-    if kind not in _READ_ONLY:
-        raise QueryError(f"query: only SELECT queries are allowed here, not {kind}; "
-                         "use --format/--out to save a result")
+    if kind != "SELECT":
+        hint = (" (EXPLAIN ANALYZE runs the statement it explains)" if kind == "EXPLAIN"
+                else "; use --format/--out to save a result")
+        raise QueryError(f"query: refused: only SELECT queries are allowed here, not "
+                         f"{kind}{hint}")
+    (tree,) = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    parsed = json.loads(tree)
+    if parsed.get("error"):
+        raise QueryError(f"query: refused: {parsed.get('error_message', 'not a SELECT')}")
+    for name in sorted(_table_functions(parsed)):
+        if name.lower() not in READ_TABLE_FUNCTIONS:
+            raise QueryError(f"query: refused: table function {name}() is not allowed here "
+                             "(a query may only read the runs' tables and files)")
+
+
+def _table_functions(node: object) -> set[str]:
+    """The name of every table function anywhere in a parse tree from json_serialize_sql."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("type") == "TABLE_FUNCTION":
+                function = item.get("function") or {}
+                found.add(str(function.get("function_name", "?")))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def run_query(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
+              arrow: bool = False, params: object = None):
+    """Run ``sql``, which must pass :func:`check_read_only`. Returns ``(columns, rows)``, or
+    a pyarrow Table when ``arrow`` is true (pyarrow is imported only then)."""
+    result = _execute(con, sql, params)
+    return result.arrow() if arrow else (result.columns, result.fetchall())
+
+
+def _execute(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
+             params: object) -> QueryResult:
+    import duckdb
+
+    if isinstance(con, ReadOnlyConnection):
+        con = con._con
+    check_read_only(con, sql)
+    cursor = con.cursor()
     try:
-        rel = con.sql(sql)
-        if arrow:
-            return rel.to_arrow_table()
-        return rel.columns, rel.fetchall()
+        cursor.execute(sql, params)
     except duckdb.PermissionException as exc:
+        cursor.close()
         raise QueryError(
             "query: refused, a query may read only the runs directory "
             f"({str(exc).splitlines()[0]})"
         ) from None
     except duckdb.Error as exc:
+        cursor.close()
         raise QueryError(f"query: {str(exc).splitlines()[0]}") from None
+    return QueryResult(cursor)
+
+
+class QueryResult:
+    """The rows of one read-only query: fetch them as Python rows, pandas, Arrow or polars.
+    It holds no way to run another statement."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        self._cursor = cursor
+
+    @property
+    def columns(self) -> list[str]:
+        return [d[0] for d in self._cursor.description or []]
+
+    @property
+    def description(self) -> list[tuple]:
+        return self._cursor.description
+
+    def fetchone(self) -> tuple | None:
+        return self._cursor.fetchone()
+
+    def fetchmany(self, size: int = 1) -> list[tuple]:
+        return self._cursor.fetchmany(size)
+
+    def fetchall(self) -> list[tuple]:
+        return self._cursor.fetchall()
+
+    def df(self):
+        """The rows as a pandas DataFrame (pandas must be installed)."""
+        return self._cursor.fetchdf()
+
+    fetchdf = df
+
+    def arrow(self):
+        """The rows as a pyarrow Table."""
+        return self._cursor.to_arrow_table()
+
+    to_arrow_table = fetch_arrow_table = arrow
+
+    def pl(self):
+        """The rows as a polars DataFrame (polars must be installed)."""
+        return self._cursor.pl()
+
+    def fetchnumpy(self) -> dict:
+        return self._cursor.fetchnumpy()
+
+
+class ReadOnlyConnection:
+    """What ``evalkit.connect`` returns: the views of :func:`connect`, queried only through
+    :func:`check_read_only`. ``con.sql("SELECT ...").df()`` works as with DuckDB; a statement
+    that is not a plain read raises :class:`~evalkit.errors.QueryError`."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+
+    def sql(self, query: str, params: object = None) -> QueryResult:
+        """Run one read-only query (``params`` fill its ``?`` or ``$name`` placeholders)."""
+        return _execute(self, query, params)
+
+    execute = query = sql
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> ReadOnlyConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

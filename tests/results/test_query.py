@@ -85,7 +85,7 @@ def test_cli_formats(project: Path, tmp_path: Path) -> None:
 def test_cli_refusal_is_one_line(project: Path) -> None:
     proc = run_cli("query", "COPY (SELECT 1) TO '/tmp/x.csv'", cwd=project, check=False)
     assert proc.returncode == 2
-    assert proc.stderr.startswith("evalkit: error: query: only SELECT")
+    assert proc.stderr.startswith("evalkit: error: query: refused: only SELECT")
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
