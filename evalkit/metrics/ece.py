@@ -2,10 +2,14 @@
 Maximum Calibration Error, the Brier score and the reliability-diagram table.
 
 Conventions (they differ between libraries, so they are pinned here and in the tests):
-equal-width bins are ``[lo, hi)`` with a confidence of exactly 1.0 in the last bin;
-ECE = Σ_b (n_b / N)·|accuracy_b − mean confidence_b| over non-empty bins; MCE is the largest
-such gap. Equal-mass bins (``binning: mass``) split the records sorted by confidence into
-``n_bins`` groups of (nearly) equal size, so tied confidences may straddle two bins."""
+equal-width bins are ``[lo, hi)`` with ``lo = b / n_bins`` (the floating-point edge, compared
+exactly: 0.29 is in [0.29, 0.30) with 100 bins, where ``int(0.29 * 100)`` would say 28) and a
+confidence of exactly 1.0 in the last bin; ECE = Σ_b (n_b / N)·|accuracy_b − mean
+confidence_b| over non-empty bins; MCE is the largest such gap. Equal-mass bins
+(``binning: mass``) split the records sorted by confidence into ``n_bins`` groups of (nearly)
+equal size, except that tied confidences never straddle two bins: a run of equal values goes
+wholly into the bin of its first member, so the bins depend on the values only, never on the
+records' order or ids."""
 
 from __future__ import annotations
 
@@ -52,15 +56,24 @@ class EceConfig(SliceConfig):
 def bin_index(p: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
     """The bin of each confidence, row by row (``p`` has shape ``(rows, n)``): equal-width
     ``[lo, hi)`` with 1.0 in the last bin, or equal-mass (each row sorted and split into
-    ``n_bins`` near-equal groups, as ``numpy.array_split`` splits)."""
+    ``n_bins`` near-equal groups, as ``numpy.array_split`` splits, ties kept together)."""
     if binning == "width":
-        return np.minimum((p * n_bins).astype(int), n_bins - 1)
+        edges = np.arange(n_bins + 1) / n_bins
+        k = np.clip(np.floor(p * n_bins).astype(int), 0, n_bins - 1)
+        # p * n_bins rounds: correct the guess against the edges the bins are defined by
+        k = k + (p >= edges[k + 1]) - (p < edges[k])
+        return np.clip(k, 0, n_bins - 1)
     n = p.shape[1]
     sizes = [len(c) for c in np.array_split(np.arange(n), n_bins)]
     rank_bin = np.repeat(np.arange(n_bins), sizes)
     order = np.argsort(p, axis=1, kind="stable")
+    ordered = np.take_along_axis(p, order, axis=1)
+    starts = np.ones(p.shape, dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    # the rank where each run of tied values starts, carried along the run
+    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0), axis=1)
     out = np.empty_like(order)
-    np.put_along_axis(out, order, np.broadcast_to(rank_bin, p.shape), axis=1)
+    np.put_along_axis(out, order, rank_bin[first], axis=1)
     return out
 
 

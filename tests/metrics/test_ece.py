@@ -8,7 +8,7 @@ import pytest
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
 
-from evalkit.metrics.ece import EceConfig, ExpectedCalibrationError
+from evalkit.metrics.ece import EceConfig, ExpectedCalibrationError, bin_index
 from tests.metrics.run_tables import by_metric, connect
 
 
@@ -43,6 +43,10 @@ def naive_ece(p, y, n_bins):
     ([0.5, 0.9, 0.1], [0, 1, 0], 2, 0.1667),
     # 1.0 belongs to the last bin [0.9, 1.0]
     ([0.95, 1.0], [1, 0], 10, 0.475),
+    # 0.29 is in [0.29, 0.30) though 0.29 * 100 = 28.999999999999996 (int() said bin 28)
+    ([0.29, 0.285], [1, 0], 100, 0.4975),
+    ([0.57, 0.565], [1, 0], 100, (0.43 + 0.565) / 2),
+    ([0.58, 0.575], [1, 0], 50, (0.42 + 0.575) / 2),
 ])
 def test_pinned_convention(p, y, bins, expected):
     rows = by_metric(run_on(p, y, n_bins=bins))
@@ -64,6 +68,32 @@ def test_against_an_independent_implementation_and_scikit_learn():
     assert [b["accuracy"] for b in bins] == pytest.approx(prob_true.tolist())
     assert [b["mean_confidence"] for b in bins] == pytest.approx(prob_pred.tolist())
     assert sum(b["count"] for b in bins) == 400
+
+
+def test_width_bins_follow_the_edges_exactly_at_every_bin_count():
+    for n_bins in (10, 20, 50, 100, 1000):
+        edges = np.arange(n_bins + 1) / n_bins
+        p = np.concatenate([edges, np.nextafter(edges, -1), np.nextafter(edges, 2)])
+        p = p[(p >= 0) & (p <= 1)]
+        got = bin_index(p[None, :], n_bins, "width")[0]
+        want = [n_bins - 1 if x == 1.0 else next(b for b in range(n_bins)
+                                                 if edges[b] <= x < edges[b + 1]) for x in p]
+        assert got.tolist() == want, n_bins
+
+
+def test_equal_mass_bins_do_not_depend_on_record_order():
+    # ties at 0.5 with mixed outcomes: splitting them by record order moved MCE
+    p = [0.2, 0.5, 0.5, 0.5, 0.5, 0.9]
+    y = [0, 1, 0, 1, 0, 1]
+    results = set()
+    for perm in ([0, 1, 2, 3, 4, 5], [0, 2, 4, 1, 3, 5], [5, 4, 3, 2, 1, 0]):
+        rows = by_metric(run_on([p[i] for i in perm], [y[i] for i in perm], n_bins=3,
+                                binning="mass"))
+        results.add((round(rows["ece"]["value"], 12), round(rows["ece.mce"]["value"], 12)))
+        bins = rows["ece"]["details"]["bins"]
+        # the run of 0.5s sits wholly in one bin
+        assert sum(1 for b in bins if b["lo"] is not None and b["lo"] <= 0.5 <= b["hi"]) == 1
+    assert len(results) == 1
 
 
 def test_equal_mass_bins_hold_equal_counts():
