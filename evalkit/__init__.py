@@ -1,7 +1,7 @@
 """evalkit: evaluate LLM applications from declarative Hydra configs.
 
 The public Python surface is small: :func:`connect` opens DuckDB over a runs directory (for
-notebooks), and the plugin contracts live in :mod:`evalkit.protocols`."""
+notebooks), and the plugin contracts live in :mod:`evalkit.plugin`."""
 
 from __future__ import annotations
 

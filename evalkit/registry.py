@@ -37,18 +37,12 @@ class PluginEntry:
 
 
 def _check_protocol(entry: PluginEntry, cls: object) -> None:
-    from evalkit import protocols
+    from evalkit.plugin import check_plugin
 
-    required = protocols.REQUIRED[entry.kind]
-    missing = [attr for attr in required if not hasattr(cls, attr)]
-    if entry.kind == "judges" and not (hasattr(cls, "judge") or hasattr(cls, "ajudge")):
-        missing.append("judge() or ajudge()")
-    if missing:
-        raise PluginError(
-            f"{_SINGULAR[entry.kind]} plugin '{entry.name}' ({entry.value}, from "
-            f"{entry.distribution}) lacks {', '.join(missing)}: see evalkit.protocols."
-            f"{protocols.PROTOCOL_NAMES[entry.kind]} for what a plugin must define"
-        )
+    problem = check_plugin(entry.kind, cls)
+    if problem is not None:
+        raise PluginError(f"{_SINGULAR[entry.kind]} plugin '{entry.name}' ({entry.value}, from "
+                          f"{entry.distribution} {entry.version}) {problem}")
 
 
 def _scan() -> dict[str, dict[str, list[PluginEntry]]]:

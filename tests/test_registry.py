@@ -74,11 +74,16 @@ def test_duplicate_name_from_two_distributions_names_both(
 
 def test_plugin_missing_its_protocol_is_rejected(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "half_plugin.py").write_text("class Half:\n    Config = dict\n")
+    (tmp_path / "half_plugin.py").write_text(
+        "from dataclasses import dataclass\nfrom evalkit.plugin import Judge\n"
+        "@dataclass(frozen=True)\nclass C:\n    pass\n"
+        "class Half(Judge):\n    Config = C\n")
     _dist(tmp_path, "half-plugin", "0.1", "[evalkit.judges]\nhalf = half_plugin:Half\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PluginError, match=r"lacks judge\(\) or ajudge\(\)"):
+    with pytest.raises(PluginError) as err:
         Registry().get("judges", "half")
+    assert str(err.value) == ("judge plugin 'half' (half_plugin:Half, from half-plugin 0.1) "
+                              "does not implement judge(); see evalkit.plugin.Judge")
 
 
 def test_autoload_switch_keeps_only_builtins(fake_site: Path,

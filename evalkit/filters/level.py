@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.plugin import Filter
+
 
 @dataclass(frozen=True)
 class LevelConfig:
@@ -20,7 +22,7 @@ class LevelConfig:
                              "leave it null to keep all levels")
 
 
-class LevelFilter:
+class LevelFilter(Filter):
     """Marks records whose level is in ``exclude`` (or, with ``include``, not in it).
     Levels compare case-insensitively."""
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.plugin import Filter
+
 
 @dataclass(frozen=True)
 class ModelsConfig:
@@ -32,7 +34,7 @@ def _matches(model: pa.Array, patterns: list[str], ignore_case: bool) -> pa.Arra
     return pc.fill_null(pc.match_substring_regex(model, regex, ignore_case=ignore_case), False)
 
 
-class ModelsFilter:
+class ModelsFilter(Filter):
     """Marks records whose model is not in ``include`` (when given) or is in ``exclude``.
     A record with no model is set aside only when ``include`` is given."""
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pyarrow as pa
 
 from evalkit.analysis.pipeline_failure import PipelineFailureConfig, failure_reasons
+from evalkit.plugin import Filter
 
 __all__ = ["PipelineFailureFilter"]
 
 
-class PipelineFailureFilter:
+class PipelineFailureFilter(Filter):
     """Marks records whose output is not a model completion, with the reason."""
 
     Config = PipelineFailureConfig

@@ -11,6 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.plugin import Filter
+
 _SCALE = float(1 << 64)
 
 
@@ -38,7 +40,7 @@ def sample_position(record_ids: list[str | None], seed: int) -> np.ndarray:
     return out
 
 
-class SampleFilter:
+class SampleFilter(Filter):
     """Marks every record outside the sample. A record with a null id is never sampled."""
 
     Config = SampleConfig

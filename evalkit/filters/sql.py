@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.plugin import Filter
 from evalkit.results.schemas import RECORDS
 
 
@@ -49,7 +50,7 @@ def _query(where: str, keep: bool) -> str:
     return f"SELECT CASE WHEN {hit} THEN ? END AS reason FROM records ORDER BY __row"
 
 
-class SqlFilter:
+class SqlFilter(Filter):
     """Marks records for which ``where`` is true (or, with ``keep``, not true). The predicate
     sees one table, ``records``, with every record column."""
 

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit._time import iso_time
+from evalkit.plugin import Filter
 
 
 def parse_time(text: str, key: str) -> datetime:
@@ -35,7 +36,7 @@ class TimeRangeConfig:
             raise ValueError(f"start ({self.start}) must be before end ({self.end})")
 
 
-class TimeRangeFilter:
+class TimeRangeFilter(Filter):
     """Marks records outside ``[start, end)`` (and, by default, records with no timestamp)."""
 
     Config = TimeRangeConfig

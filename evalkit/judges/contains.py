@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from evalkit.checks import check_one_of, check_text_columns
 from evalkit.judges._det import verdicts
+from evalkit.plugin import Judge
 
 _MODES = ("any", "all")
 
@@ -33,7 +34,7 @@ class ContainsConfig:
             check_text_columns([self.reference_column], "reference_column")
 
 
-class ContainsJudge:
+class ContainsJudge(Judge):
     """value: share of the needles found (0..1); ``passed``: the ``mode`` condition holds
     (inverted when ``expect`` is false). A null searched cell, or a null reference when
     that is the only needle, is an error judgment."""

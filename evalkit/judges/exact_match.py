@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from evalkit.checks import check_text_columns
 from evalkit.judges._det import strip_code_fence, verdicts
 from evalkit.paths import parse_json
+from evalkit.plugin import Judge
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ def _canonical_json(text: str | None) -> str | None:
     return json.dumps(value, sort_keys=True, ensure_ascii=False) if ok else None
 
 
-class ExactMatchJudge:
+class ExactMatchJudge(Judge):
     """value 1.0 when equal, 0.0 when not. A null output or reference is an error judgment;
     with ``json``, so is a side that is not JSON."""
 

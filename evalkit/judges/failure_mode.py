@@ -26,7 +26,7 @@ from evalkit.analysis.pipeline_failure import PipelineFailureConfig, failure_rea
 from evalkit.analysis.tool_results import ToolResultCheck, ToolSuccessMismatchConfig
 from evalkit.checks import check_text_columns, check_unit_interval
 from evalkit.judges._det import verdicts
-from evalkit.plugin import plugin_class
+from evalkit.plugin import AsyncJudge, plugin_class
 
 MODES = ("pipeline_failure", "prompt_echo", "fabricated_tool_api",
          "tool_output_misinterpretation", "instruction_skipping", "other")
@@ -63,7 +63,7 @@ class FailureModeConfig:
         ToolSuccessMismatchConfig(sources=list(self.tool_sources)).validate()
 
 
-class FailureModeJudge:
+class FailureModeJudge(AsyncJudge):
     """label: the failure mode (or ``undecided``); value and ``passed`` stay null because a
     mode is a category, not a score. ``details`` holds the signals behind the label.
     Records set aside by a filter for another reason than a pipeline failure are skipped."""

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from evalkit.judges._det import strip_code_fence, verdicts
 from evalkit.paths import parse_json
+from evalkit.plugin import Judge
 
 _BASE_TYPES = {"str": "string", "string": "string", "int": "integer", "integer": "integer",
                "float": "number", "number": "number", "bool": "boolean",
@@ -108,7 +109,7 @@ def _path(error: Any) -> str:
                          for p in error.absolute_path)
 
 
-class JsonSchemaJudge:
+class JsonSchemaJudge(Judge):
     """value 1.0 (label ``valid``) when the output parses and validates; 0.0 with label
     ``not_json`` or ``invalid`` (the first violations in ``details``) otherwise. A null
     output is an error judgment. A JSON string holding JSON is parsed once more."""

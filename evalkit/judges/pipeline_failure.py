@@ -9,9 +9,10 @@ import pyarrow.compute as pc
 
 from evalkit.analysis.pipeline_failure import PipelineFailureConfig, failure_reasons
 from evalkit.judges._det import verdicts
+from evalkit.plugin import Judge
 
 
-class PipelineFailureJudge:
+class PipelineFailureJudge(Judge):
     """value 1.0 (label ``pipeline_failure``, not passed) when the output is not a completion,
     with the reason as the explanation; 0.0 (label ``completion``) otherwise."""
 

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from evalkit.analysis.echo import echo_values
 from evalkit.checks import check_text_columns, check_unit_interval
 from evalkit.judges._det import verdicts
+from evalkit.plugin import Judge
 
 __all__ = ["PromptEchoConfig", "PromptEchoJudge"]
 
@@ -35,7 +36,7 @@ class PromptEchoConfig:
 
 
 
-class PromptEchoJudge:
+class PromptEchoJudge(Judge):
     """value: echo similarity in [0, 1]; ``passed`` is false (label ``echo``) at or above the
     threshold."""
 

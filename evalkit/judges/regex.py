@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from evalkit.checks import check_one_of, check_re2, check_text_columns
 from evalkit.judges._det import verdicts
+from evalkit.plugin import Judge
 
 _MODES = ("search", "fullmatch")
 
@@ -28,7 +29,7 @@ class RegexConfig:
         check_re2(self.pattern, "pattern")
 
 
-class RegexJudge:
+class RegexJudge(Judge):
     """value 1.0 when the text matches, 0.0 when not; ``passed`` is ``match == expect``. A
     null cell is an error judgment (nothing to test), not a non-match."""
 

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from evalkit.errors import ConfigError
 from evalkit.paths import value_at
+from evalkit.plugin import Judge
 from evalkit.results.schemas import RECORDS
 
 _PARAM = re.compile(r"(?<![\w$])\$([A-Za-z_]\w*)")
@@ -60,7 +61,7 @@ def detect_engine(path: Path) -> str:
                       "file; set engine: sqlite or engine: duckdb if it is")
 
 
-class StateCheckJudge:
+class StateCheckJudge(Judge):
     """value 1.0 (``passed``, label ``state_ok``) when the assertion holds, 0.0 (label
     ``state_missing``) when it does not; ``raw`` keeps what the query returned."""
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from evalkit.checks import check_unit_interval
+from evalkit.plugin import Judge
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -72,7 +73,7 @@ def _text(cell: object) -> str:
     return str(cell)
 
 
-class TokenOverlapJudge:
+class TokenOverlapJudge(Judge):
     """value: the unsupported share in [0, 1] (1: no word of the output is grounded);
     ``passed`` is false (label ``unsupported``) at or above the threshold. An output with no
     content words, or a record with nothing to check against, is an error, not a score."""

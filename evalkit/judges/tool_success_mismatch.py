@@ -8,11 +8,12 @@ import pyarrow as pa
 
 from evalkit.analysis.tool_results import ToolResultCheck, ToolSuccessMismatchConfig
 from evalkit.judges._det import verdicts
+from evalkit.plugin import Judge
 
 __all__ = ["ToolSuccessMismatchJudge"]
 
 
-class ToolSuccessMismatchJudge:
+class ToolSuccessMismatchJudge(Judge):
     """value 1.0 (label ``mismatch``, not passed) when a tool result claims success while
     carrying failure and the output does not acknowledge it; 0.0 with label
     ``acknowledged`` when the output does, or ``consistent`` when no result contradicts

@@ -11,6 +11,7 @@ import numpy as np
 from evalkit.metrics import _pair_statistics as stats
 from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
+from evalkit.plugin import Metric
 
 # statistic -> (function, what it reads, what it is); it reads the scores, the thresholded
 # 0/1 values, or the scores' codes (distinct-value indices, for ranks)
@@ -28,7 +29,7 @@ STATISTICS: dict[str, tuple[stats.Batch | None, str, str]] = {
 _COLUMNS = {"scores": (0, 1), "binary": (2, 3), "codes": (4, 5)}
 
 
-class AgreementMetric:
+class AgreementMetric(Metric):
     """Rows ``<name>.<statistic>`` per slice, plus ``<name>.n`` (the number of pairs). A
     statistic undefined on its input (constant scores, fewer than two pairs) has a null value
     and ``details.undefined`` saying why."""

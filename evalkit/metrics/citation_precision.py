@@ -29,6 +29,7 @@ from evalkit.metrics._signals import (
     passage_ids,
 )
 from evalkit.paths import value_at
+from evalkit.plugin import Metric
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def _supported(valid: list[Citation], status: str | None, value: float | None,
     return None
 
 
-class CitationPrecisionMetric:
+class CitationPrecisionMetric(Metric):
     """Rows ``<name>`` (supported citations / all citations, over included records whose
     every citation is decided) and ``<name>.id_valid`` (citations naming an existing passage /
     all citations), per slice. Records without citations are counted, not scored."""

@@ -13,6 +13,7 @@ import numpy as np
 from evalkit.metrics._outcomes import OutcomeConfig, outcomes
 from evalkit.metrics._pair_statistics import bootstrap
 from evalkit.metrics._signals import excluded_mask, index_slices, metric_row, reasons
+from evalkit.plugin import Metric
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def _ratio_rows(cost: np.ndarray, success: np.ndarray) -> np.ndarray:
     return out
 
 
-class CostPerSuccessMetric:
+class CostPerSuccessMetric(Metric):
     """Row ``<name>`` per slice, in the cost column's currency (USD). The success count comes
     from the included records' outcomes (as ``task_completion``); the cost from every record
     (``include_excluded_cost``). Records without a cost are counted in ``details`` and make

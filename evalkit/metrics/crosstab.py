@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from evalkit.metrics._signals import excluded_mask, index_slices, judgment_join
 from evalkit.metrics._stats import SLICEABLE, mean_ci
+from evalkit.plugin import Metric
 
 _OF = ("flag", "label")
 _FIELDS = ["value", "passed", "label"]
@@ -50,7 +51,7 @@ def _flag_sql(alias: str, threshold: float | None) -> str:
     return f"CASE WHEN {ok} THEN {alias}.value >= {float(threshold)!r} END"
 
 
-class CrosstabMetric:
+class CrosstabMetric(Metric):
     """One row per (category, slice): metric ``NAME.<category>``, slice ``all`` and
     ``<by>=<value>``; value = the share of the slice's categorised records in that category
     (its count in ``details``), with a bootstrap CI. Records with no verdict (no judgment,

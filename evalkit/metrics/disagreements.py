@@ -14,6 +14,7 @@ import pyarrow as pa
 from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
 from evalkit.metrics._stats import bootstrap_ci
+from evalkit.plugin import Metric
 from evalkit.results.writer import atomic_path, write_parquet
 
 # record columns copied into the queue so a reviewer sees what was judged
@@ -34,7 +35,7 @@ class DisagreementsConfig(PairConfig):
             raise ValueError("max_rows: must be at least 1 (or null for every row)")
 
 
-class DisagreementsMetric:
+class DisagreementsMetric(Metric):
     """Row ``<name>`` per slice: the share of paired records that disagree (``details`` has
     the count and the queue's paths). The queue, ``review/<name>.parquet`` and ``.csv`` in the
     run directory, lists every disagreeing record, largest difference first."""

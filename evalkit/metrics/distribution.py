@@ -20,6 +20,7 @@ from evalkit.metrics._stats import (
     slice_sql,
     slices,
 )
+from evalkit.plugin import Metric
 from evalkit.results.schemas import RECORDS
 
 
@@ -56,7 +57,7 @@ def _p50(a: np.ndarray) -> float:
     return float(np.quantile(a, 0.5))
 
 
-class DistributionMetric:
+class DistributionMetric(Metric):
     """Rows per slice: ``NAME`` (the mean, with the histogram, min, max, p50, p95 and std in
     ``details``), ``NAME.p50``, ``NAME.p95`` and ``NAME.std``. Judge values count when the
     judgment's status is ``ok`` and its value is not null."""
@@ -68,6 +69,12 @@ class DistributionMetric:
     def __init__(self, name: str, config: DistributionConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+
+    def cursor_group(self) -> tuple[str, ...] | None:
+        """Metrics of one judge and slices share a cursor, hence one judged table."""
+        if self.config.judge is None:
+            return None
+        return ("judged", self.config.judge, *self.config.slice_by)
 
     def _table(self, con: Any) -> pa.Table:
         cfg = self.config

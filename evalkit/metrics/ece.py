@@ -30,6 +30,7 @@ from evalkit.metrics._signals import (
     parse_spec,
     reasons,
 )
+from evalkit.plugin import Metric
 
 BINNINGS = ("width", "mass")
 
@@ -123,7 +124,7 @@ def reliability_table(p: np.ndarray, y: np.ndarray, n_bins: int, binning: str
     return table
 
 
-class ExpectedCalibrationError:
+class ExpectedCalibrationError(Metric):
     """Rows ``<name>`` (ECE), ``<name>.mce`` and ``<name>.brier`` per slice, over included
     records with both a confidence in [0, 1] and a 0/1 correctness; the bins are in
     ``details.bins`` (a reliability diagram)."""

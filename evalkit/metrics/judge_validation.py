@@ -9,6 +9,7 @@ from typing import Any
 from evalkit.metrics import _pair_statistics as stats
 from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
+from evalkit.plugin import Metric
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ STATISTICS: dict[str, tuple[stats.Batch, str]] = {
 }
 
 
-class JudgeValidationMetric:
+class JudgeValidationMetric(Metric):
     """Rows ``<name>.accuracy|precision|recall|f1|kappa`` per slice. Both sides are made
     binary with the thresholds (1 = the positive class, e.g. "hallucinated"); the confusion
     matrix (tp, fp, fn, tn) is in every row's ``details``."""

@@ -10,6 +10,7 @@ import numpy as np
 from evalkit.metrics._pair_statistics import bootstrap
 from evalkit.metrics._signals import SliceConfig, excluded_mask, index_slices, metric_row
 from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_cis, slice_sql
+from evalkit.plugin import Metric
 
 _NUMERIC = ("latency_s", "cost_usd", "input_tokens", "output_tokens", "confidence")
 
@@ -48,7 +49,7 @@ def _percentiles(qs: list[float]) -> dict[str, Any]:
     return {_stat_name(q): (lambda v, k=k: of(v)[k]) for k, q in enumerate(qs)}
 
 
-class LatencyMetric:
+class LatencyMetric(Metric):
     """Rows ``<name>.p50``, ``.p95``, ``.p99`` (numpy's linear-interpolation percentiles)
     and ``<name>.mean`` per slice, in the column's unit (seconds for ``latency_s``).
     Records with no (or a negative, or non-finite) latency are unscored."""

@@ -8,9 +8,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
+from evalkit.plugin import Metric
 
 
-class MeanMetric:
+class MeanMetric(Metric):
     """Mean of ``value`` over records the judge scored (``status='ok'``); errors and skips
     are unscored, never zeros."""
 
@@ -21,6 +22,12 @@ class MeanMetric:
     def __init__(self, name: str, config: JudgeMetricConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+
+    def cursor_group(self) -> tuple[str, ...] | None:
+        """Metrics of one judge and slices share a cursor, hence one judged table."""
+        if self.config.judge is None:
+            return None
+        return ("judged", self.config.judge, *self.config.slice_by)
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         def score(t: pa.Table) -> pa.Array:

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
+from evalkit.plugin import Metric
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class RateConfig(JudgeMetricConfig):
             raise ValueError("labels: an empty list flags nothing; leave it null")
 
 
-class RateMetric:
+class RateMetric(Metric):
     """Share of scored records flagged: ``value >= threshold``, a label in ``labels``, or
     (by default) ``passed = false``. Unscored records (errors, skips, no verdict) stay out of
     the denominator."""
@@ -36,6 +37,12 @@ class RateMetric:
     def __init__(self, name: str, config: RateConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+
+    def cursor_group(self) -> tuple[str, ...] | None:
+        """Metrics of one judge and slices share a cursor, hence one judged table."""
+        if self.config.judge is None:
+            return None
+        return ("judged", self.config.judge, *self.config.slice_by)
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config

@@ -32,6 +32,7 @@ from evalkit.metrics._signals import (
     reasons,
 )
 from evalkit.paths import value_at
+from evalkit.plugin import Metric
 
 
 def _check_source(value: str, key: str) -> None:
@@ -71,7 +72,7 @@ def _labels(raw: Any, n_passages: int, threshold: float) -> np.ndarray | str:
     return np.array(out)
 
 
-class ContextPrecisionMetric:
+class ContextPrecisionMetric(Metric):
     """Mean per-record context precision over included records with retrieved passages and
     their relevance labels; records without them are unscored, with reasons."""
 
@@ -129,7 +130,7 @@ class ContextRecallConfig(SliceConfig):
             raise ValueError(f"ids: {self.ids!r} is neither position nor metadata.<path>")
 
 
-class ContextRecallMetric:
+class ContextRecallMetric(Metric):
     """Mean per-record context recall over included records that have relevant passages
     (or a judgment); a record with no relevant passage at all is unscored (recall is
     undefined there), not a perfect score."""

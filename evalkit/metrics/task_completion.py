@@ -14,9 +14,10 @@ from evalkit.metrics._signals import (
     mean_row,
     reasons,
 )
+from evalkit.plugin import Metric
 
 
-class TaskCompletionMetric:
+class TaskCompletionMetric(Metric):
     """Share of included records with a successful outcome, per slice; records without a
     usable outcome are unscored (counted, with reasons), never failures."""
 

@@ -18,6 +18,7 @@ from evalkit.metrics._signals import (
     reasons,
 )
 from evalkit.metrics._stats import slice_sql
+from evalkit.plugin import Metric
 
 ACTIONS = ("accepted", "edited", "bypassed")
 
@@ -102,7 +103,7 @@ def classify(con: Any, cfg: EditConfig) -> tuple[Any, list[str | None], list[str
     return table, actions, why, dist, changed
 
 
-class _ActionRate:
+class _ActionRate(Metric):
     """Share of records with one action, over included records whose action is known."""
 
     Config = EditConfig

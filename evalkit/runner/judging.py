@@ -16,15 +16,17 @@ import pyarrow.compute as pc
 
 from evalkit.config import PluginInstance
 from evalkit.errors import EvalkitError
+from evalkit.plugin import AsyncJudge, Judge, JudgeResult, Source
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
 from evalkit.results.writer import RunWriter
 
 
 class _RecordOrder:
     """Where a batch's excluded and included records sit, to write a judge's skipped and
-    computed judgments as one part in record order. When every judge's judgments are in the
-    records' order, one per record, the run's metrics line them up with the records by
-    position instead of joining on record_id (see ``metrics._judged``)."""
+    computed judgments as one part in record order. So every judge's judgments of a run are
+    in the records' order, one per record, and the run's metrics can line them up with the
+    records by position instead of joining on record_id (``metrics._judged``, which checks
+    it first: imported scores follow no such rule)."""
 
     def __init__(self, marked: pa.ChunkedArray, included_ids: pa.ChunkedArray) -> None:
         self.marked = marked
@@ -32,14 +34,10 @@ class _RecordOrder:
         self._rows: pa.Array | None = None
 
     def parts(self, skipped: pa.Table | None, computed: pa.Table | None) -> list[pa.Table]:
-        """One judge's judgments of the batch: skipped and computed as one table in record
-        order when the judge gave one judgment per included record, in their order (the
-        usual case); else as they came."""
-        parts = [t for t in (skipped, computed) if t is not None]
-        if skipped is None or computed is None or \
-                computed.num_rows != len(self.included_ids) or \
-                not pc.all(pc.equal(computed.column("record_id"), self.included_ids)).as_py():
-            return parts
+        """One judge's judgments of the batch: skipped and computed (one per included record,
+        in their order: :func:`_one_per_record`) as one table in record order."""
+        if skipped is None or computed is None:
+            return [t for t in (skipped, computed) if t is not None]
         if self._rows is None:  # the skipped rows (excluded records) first, then computed
             gone = np.asarray(self.marked.is_valid().to_numpy(zero_copy_only=False), bool)
             self._rows = pa.array(np.argsort(np.concatenate(
@@ -47,15 +45,41 @@ class _RecordOrder:
         return [pa.concat_tables([skipped, computed]).take(self._rows)]
 
 
-def _read_columns(plugins: list[Any]) -> list[str] | None:
+def _one_per_record(result: pa.Table, ids: pa.ChunkedArray, fill: dict[str, Any]) -> pa.Table:
+    """A judge's ``result`` in the order of the records it was given (``ids``), one judgment
+    each: the contract of :class:`evalkit.plugin.Judge`. A result that breaks it becomes an
+    error judgment for every record, naming the breach (as a judge that raises)."""
+    got = result.column("record_id")
+    if result.num_rows == len(ids) and not got.null_count and \
+            (not len(ids) or pc.all(pc.equal(got, ids)).as_py()):
+        return result  # the usual case: one per record, in their order
+    at = pc.index_in(ids, value_set=got)  # where each record's (first) judgment is
+    given = pc.is_in(got, value_set=ids)
+    counts = pc.value_counts(got.filter(given))
+    breaches = [(at.null_count, "record", "without a judgment"),
+                (pc.sum(pc.greater(counts.field("counts"), 1)).as_py() or 0, "record",
+                 "judged more than once"),
+                (len(got) - (pc.sum(given).as_py() or 0), "judgment",
+                 "of a record it was not given")]
+    found = [f"{n} {what}{'s' * (n != 1)} {why}" for n, what, why in breaches if n]
+    if not found:
+        return result.take(at)
+    message = (f"the judge returned {result.num_rows} judgments for {len(ids)} records "
+               f"({', '.join(found)}); a judge must return exactly one judgment per record "
+               "it is given")
+    return conform(_error_rows(ids.to_pylist(), message), JUDGMENTS, fill)
+
+
+def _read_columns(plugins: list[Judge]) -> list[str] | None:
     """The record columns the judges read, in the records' order, when each of them says
     (``wanted_columns()``); ``None`` (every column) when one does not. ``record_id`` is
     always in."""
     wanted = {"record_id"}
     for plugin in plugins:
-        if not hasattr(plugin, "wanted_columns"):
+        named = plugin.wanted_columns()
+        if named is None:
             return None
-        columns = list(plugin.wanted_columns())
+        columns = list(named)
         unknown = [c for c in columns if c not in RECORDS.names]
         if unknown:
             raise EvalkitError(f"judge plugin {type(plugin).__name__} reads {unknown}, which "
@@ -72,7 +96,7 @@ def _error_rows(record_ids: list[str], message: str) -> list[dict[str, Any]]:
 class JudgeRunner:
     """Runs every configured judge over a batch and conforms what they return."""
 
-    def __init__(self, judges: list[tuple[PluginInstance, Any]], run_id: str,
+    def __init__(self, judges: list[tuple[PluginInstance, Judge]], run_id: str,
                  dry_run: bool) -> None:
         self.judges = judges
         self.run_id = run_id
@@ -81,13 +105,13 @@ class JudgeRunner:
         self.estimates: dict[str, dict[str, float]] = {}
         self.columns = _read_columns([plugin for _, plugin in judges])
 
-    def _fill(self, inst: PluginInstance, plugin: Any) -> dict[str, Any]:
+    def _fill(self, inst: PluginInstance, plugin: Judge) -> dict[str, Any]:
         return {"run_id": self.run_id, "judge": inst.name, "plugin": inst.plugin,
-                "origin": "computed", "judge_model": getattr(plugin, "judge_model", None),
+                "origin": "computed", "judge_model": plugin.judge_model,
                 "attempts": 1}
 
-    def _inputs(self, plugin: Any, records: pa.Table, included: pa.Table) -> pa.Table:
-        return records if getattr(plugin, "applies_to_excluded", False) else included
+    def _inputs(self, plugin: Judge, records: pa.Table, included: pa.Table) -> pa.Table:
+        return records if plugin.applies_to_excluded else included
 
     def run(self, records: pa.Table) -> list[pa.Table]:
         marked = records.column("excluded_by")
@@ -101,15 +125,15 @@ class JudgeRunner:
             pc.is_valid(marked))
         skipped: dict[str, pa.Table] = {}
         judged: dict[str, pa.Table] = {}
-        pending: list[tuple[PluginInstance, Any, pa.Table]] = []
+        pending: list[tuple[PluginInstance, Judge, pa.Table]] = []
         for inst, plugin in self.judges:
             data = self._inputs(plugin, readable, included)
-            if not getattr(plugin, "applies_to_excluded", False) and excluded.num_rows:
+            if not plugin.applies_to_excluded and excluded.num_rows:
                 skipped[inst.name] = self._skipped(inst, plugin, excluded)
             if self.dry_run:
                 self._estimate(inst, plugin, data)
                 continue
-            if hasattr(plugin, "ajudge"):
+            if isinstance(plugin, AsyncJudge):
                 pending.append((inst, plugin, data))
                 continue
             t0 = time.perf_counter()
@@ -121,7 +145,7 @@ class JudgeRunner:
                 result = _error_rows(data.column("record_id").to_pylist(),
                                      f"{type(exc).__name__}: {exc}")
             self._add_time(inst, t0)
-            judged[inst.name] = conform(result, JUDGMENTS, self._fill(inst, plugin))
+            judged[inst.name] = self._conform(inst, plugin, result, data)
         if pending:
             judged.update(zip([inst.name for inst, _, _ in pending],
                               asyncio.run(self._run_async(pending)), strict=True))
@@ -129,9 +153,9 @@ class JudgeRunner:
         return [part for inst, _ in self.judges
                 for part in order.parts(skipped.get(inst.name), judged.get(inst.name))]
 
-    async def _run_async(self, pending: list[tuple[PluginInstance, Any, pa.Table]]
+    async def _run_async(self, pending: list[tuple[PluginInstance, Judge, pa.Table]]
                          ) -> list[pa.Table]:
-        async def one(inst: PluginInstance, plugin: Any, data: pa.Table) -> pa.Table:
+        async def one(inst: PluginInstance, plugin: Judge, data: pa.Table) -> pa.Table:
             t0 = time.perf_counter()
             try:
                 result = await plugin.ajudge(data) if data.num_rows else []
@@ -141,15 +165,20 @@ class JudgeRunner:
                 result = _error_rows(data.column("record_id").to_pylist(),
                                      f"{type(exc).__name__}: {exc}")
             self._add_time(inst, t0)
-            return conform(result, JUDGMENTS, self._fill(inst, plugin))
+            return self._conform(inst, plugin, result, data)
 
         return list(await asyncio.gather(*(one(*p) for p in pending)))
+
+    def _conform(self, inst: PluginInstance, plugin: Judge, result: JudgeResult,
+                 data: pa.Table) -> pa.Table:
+        fill = self._fill(inst, plugin)
+        return _one_per_record(conform(result, JUDGMENTS, fill), data.column("record_id"), fill)
 
     def _add_time(self, inst: PluginInstance, t0: float) -> None:
         key = f"judge.{inst.name}"
         self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
 
-    def _skipped(self, inst: PluginInstance, plugin: Any, excluded: pa.Table) -> pa.Table:
+    def _skipped(self, inst: PluginInstance, plugin: Judge, excluded: pa.Table) -> pa.Table:
         why = pc.binary_join_element_wise(
             "excluded by filter ", excluded.column("excluded_by"), ": ",
             pc.fill_null(excluded.column("exclude_reason"), ""), ""
@@ -159,8 +188,8 @@ class JudgeRunner:
                           "explanation": why})
         return conform(table, JUDGMENTS, self._fill(inst, plugin))
 
-    def _estimate(self, inst: PluginInstance, plugin: Any, data: pa.Table) -> None:
-        est = plugin.estimate(data) if hasattr(plugin, "estimate") else {"calls": 0}
+    def _estimate(self, inst: PluginInstance, plugin: Judge, data: pa.Table) -> None:
+        est = plugin.estimate(data)
         acc = self.estimates.setdefault(inst.name, {})
         for k, v in est.items():
             if v is None or acc.get(k, 0) is None:
@@ -180,14 +209,14 @@ class Judging:
     process: 15% slower), so its batches are judged in line. One batch is judged at a time:
     a judge is never called twice at once."""
 
-    def __init__(self, runner: JudgeRunner, writer: RunWriter, source: Any) -> None:
+    def __init__(self, runner: JudgeRunner, writer: RunWriter, source: Source) -> None:
         self.runner = runner
         self.writer = writer
         self.source = source
         plugins = [plugin for _, plugin in runner.judges]
         self.can_overlap = bool(plugins) and not runner.dry_run and \
             (os.cpu_count() or 1) > 1 and \
-            all(getattr(plugin, "thread_safe", False) for plugin in plugins)
+            all(plugin.thread_safe for plugin in plugins)
         self.pool: ThreadPoolExecutor | None = None
         self.pending: tuple[Future[list[pa.Table]], list[pa.Table]] | None = None
 
@@ -195,7 +224,7 @@ class Judging:
         """Judge ``records`` (then write ``imported``, the scores they carried)."""
         if self.can_overlap:  # decided at the first batch, once the source has started
             self.can_overlap = False
-            if getattr(self.source, "parses_beside", False):
+            if self.source.parses_beside:
                 self.pool = ThreadPoolExecutor(1, thread_name_prefix="evalkit-judges")
         if self.pool is None:
             self._write(self.runner.run(records), imported)

@@ -164,9 +164,7 @@ def execute(rc: RunConfig) -> RunResult:
     finally:
         judging.close()
         for _, plugin in judges:
-            close = getattr(plugin, "close", None)
-            if close is not None:
-                close()
+            plugin.close()
 
     counts: dict[str, dict[str, int]] = {}
     cost = 0.0
@@ -192,8 +190,7 @@ def execute(rc: RunConfig) -> RunResult:
         dry_run_estimates=judge_runner.estimates if rc.runner.dry_run else None,
         evalkit_version=versions["evalkit"],
         versions=versions,
-        sources={rc.source.name: source.fingerprint() if hasattr(source, "fingerprint")
-                 else {}},
+        sources={rc.source.name: source.fingerprint()},
         timings={k: round(v, 4) for k, v in timings.items()},
     )
     writer.write_manifest(manifest)

@@ -32,6 +32,7 @@ from evalkit.langfuse_client import (
     refuse_keys_in_config,
     resolve_host,
 )
+from evalkit.plugin import Sink
 
 ID_SCOPES = ("run", "experiment")
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/evalkit/evalkit#langfuse-score")
@@ -101,7 +102,7 @@ def _source_host(manifest: dict[str, Any]) -> str | None:
     return None
 
 
-class LangfuseSink:
+class LangfuseSink(Sink):
     """Pushes a finished run's judgments to Langfuse as scores."""
 
     Config = LangfuseSinkConfig

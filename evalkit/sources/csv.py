@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
+from evalkit.plugin import Source
 from evalkit.sources._input import Input, head_text, open_input
 from evalkit.sources._mapping import Where, batches
 from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
@@ -69,7 +70,7 @@ def _header(path: Path, header: list[str] | None) -> list[str] | None:
     return header
 
 
-class CsvSource:
+class CsvSource(Source):
     """Reads CSV with a header row. Empty cells are null; a cell holding JSON text can be
     walked with a dotted path (``response.text``). A row with the wrong number of cells, bytes
     that are not UTF-8 or a line over ``max_line_bytes`` becomes a reject (file:line,

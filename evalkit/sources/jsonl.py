@@ -28,6 +28,7 @@ from evalkit._fork import can_fork, lower_priority, start_method
 from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
+from evalkit.plugin import Source
 from evalkit.results.schemas import json_text
 from evalkit.sources._input import (
     HEAD,
@@ -252,7 +253,7 @@ def _received(sent: Sent) -> Mapped:
     return _take(table) if isinstance(table, str) else table, kept, rejects, imported
 
 
-class JsonlSource:
+class JsonlSource(Source):
     """Reads JSON Lines. A line that is not valid UTF-8, not JSON, not an object, lacks a
     required field or has a value of the wrong type becomes a reject (file:line, reason)."""
 

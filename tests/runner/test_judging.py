@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from evalkit.config import load
 from evalkit.errors import EvalkitError
+from evalkit.plugin import Judge
 from evalkit.runner import judging as runner_judging
 from evalkit.runner.judging import JudgeRunner, Judging
 from evalkit.runner.pipeline import execute
@@ -24,6 +25,10 @@ from evalkit.runner.pipeline import execute
 
 class _Safe:
     thread_safe = True
+
+
+class _Unsafe:
+    thread_safe = False  # (the default of evalkit.plugin.Judge)
 
 
 SAFE = _Safe()
@@ -85,7 +90,7 @@ def test_parts_are_written_in_batch_order_computed_then_imported(monkeypatch):
 
 def test_an_unsafe_judge_or_a_source_parsing_in_line_keeps_judges_in_line(monkeypatch):
     monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 2)
-    runner = _Runner(object())  # (an LLM judge, state_check's database connection...)
+    runner = _Runner(_Unsafe())  # (an LLM judge, state_check's database connection...)
     _judge_batches(runner, 2)
     assert runner.threads == ["MainThread"] * 2
     in_process = _Runner()  # a source that parses on the run's thread
@@ -153,14 +158,16 @@ def test_a_run_judged_on_the_thread_writes_what_one_judged_in_line_writes(tmp_pa
     assert len(table(threaded, "judgments")) == 40 * 2 + 40
 
 
-class _Seeing:
+class _Seeing(Judge):
     """A judge that notes the columns of each batch it gets."""
 
     def __init__(self, columns: list[str] | None = None, excluded_too: bool = False) -> None:
-        if columns is not None:
-            self.wanted_columns = lambda: columns
-        self.applies_to_excluded = excluded_too
+        self.columns = columns
+        self.applies_to_excluded = excluded_too  # type: ignore[misc]
         self.seen: list[list[str]] = []
+
+    def wanted_columns(self) -> list[str] | None:
+        return self.columns
 
     def judge(self, batch: pa.Table) -> pa.Table:
         self.seen.append(batch.column_names)

@@ -23,6 +23,7 @@ from evalkit.judges.llm._engine import (
 from evalkit.judges.llm._pricing import call_cost, token_prices
 from evalkit.judges.llm._progress import JudgeProgress
 from evalkit.judges.llm._prompt import approx_tokens
+from evalkit.plugin import AsyncJudge
 from evalkit.results.schemas import (
     EXCHANGE_CALLS_LIMIT,
     bounded_text,
@@ -123,7 +124,7 @@ def failed(record_id: str, results: list[CallResult], step: str,
             "error": f"{step}: {last.error}", "details": details}
 
 
-class LlmJudge:
+class LlmJudge(AsyncJudge):
     """Base of the LLM judges: subclasses set ``Config``, ``columns`` and
     ``output_tokens_per_call``, implement ``judge_record`` and ``planned_calls``, and when
     they need them ``skip_reason`` and ``prepare``."""

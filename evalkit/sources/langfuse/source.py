@@ -47,6 +47,7 @@ from evalkit.langfuse_client import (
     resolve_host,
 )
 from evalkit.paths import getter
+from evalkit.plugin import Source
 from evalkit.results.schemas import RECORDS, json_text
 from evalkit.sources._mapping import MAPPABLE, coercer
 from evalkit.sources.langfuse import mapping
@@ -163,7 +164,7 @@ class _Stopped(Exception):
     """The consumer went away; the reader stops."""
 
 
-class LangfuseSource:
+class LangfuseSource(Source):
     """Reads a Langfuse project's observations or traces in a time window, with its scores."""
 
     Config = LangfuseSourceConfig

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.plugin import Judge
+
 __all__ = ["RefusalConfig", "RefusalJudge"]
 
 DEFAULT_PATTERNS = [
@@ -29,7 +31,7 @@ class RefusalConfig:
                 raise ValueError(f"patterns: {p!r} is not a valid regex ({exc})") from None
 
 
-class RefusalJudge:
+class RefusalJudge(Judge):
     """value 1.0 when any pattern matches the output, else 0.0; vectorised with Arrow."""
 
     Config = RefusalConfig

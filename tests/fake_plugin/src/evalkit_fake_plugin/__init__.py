@@ -8,13 +8,15 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.plugin import Judge, Metric
+
 
 @dataclass(frozen=True)
 class WordCountConfig:
     max_words: int = 20  # outputs longer than this do not pass
 
 
-class WordCountJudge:
+class WordCountJudge(Judge):
     Config = WordCountConfig
 
     def __init__(self, name: str, config: WordCountConfig, ctx: object) -> None:
@@ -34,7 +36,7 @@ class BoomConfig:
     message: str = "boom"  # the error to raise
 
 
-class BoomMetric:
+class BoomMetric(Metric):
     Config = BoomConfig
     higher_is_better = None
 
