@@ -5,9 +5,12 @@ quickstart runs (one page for both) and a run of every operational metric over h
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +83,36 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
 
     return Runs(root, one("quickstart"), one("audit"), one("judge_agreement"),
                 one("report_signals"), sweep, pages[0], quick.stdout)
+
+
+REQUIRED = os.environ.get("EVALKIT_REQUIRE_BROWSER") == "1"
+
+
+def chromium_path() -> str | None:
+    """The system's Chromium (Debian's package), or ``EVALKIT_CHROMIUM``."""
+    return os.environ.get("EVALKIT_CHROMIUM") or shutil.which("chromium") or \
+        shutil.which("chromium-browser")
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if chromium_path() is None:
+        return ("no Chromium on this machine (Debian: apt-get install chromium; or set "
+                "EVALKIT_CHROMIUM)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright is not installed (pip install -e '.[test]')"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A banner when the browser tests did not run: a skip must not pass unnoticed."""
+    why = browser_missing()
+    if why is None:
+        return
+    tr = terminalreporter
+    tr.write_sep("!", "REPORT BROWSER TESTS SKIPPED", red=True, bold=True)
+    tr.write_line(f"tests/report/test_browser.py did not run: {why}.", red=True, bold=True)
+    tr.write_line("The HTML report was not checked in a browser; .ci/run installs Chromium "
+                  "and requires these tests.", red=True)

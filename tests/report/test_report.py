@@ -219,3 +219,11 @@ def test_a_directory_that_is_not_a_run_is_one_line(tmp_path: Path, bad: str) -> 
     (tmp_path / bad).mkdir()
     with pytest.raises(EvalkitError, match="not a run directory"):
         write_report([tmp_path / bad])
+
+
+def test_ci_installs_chromium_and_requires_the_browser_tests() -> None:
+    """``.ci/run`` installs Debian's Chromium every time and makes a missing browser a
+    failure of the browser tests, not a skip."""
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    assert "apt-get install" in ci and "chromium" in ci
+    assert "EVALKIT_REQUIRE_BROWSER=1" in ci
