@@ -8,11 +8,14 @@ from evalkit.errors import EvalkitError
 
 
 def find_run(ref: str, runs_dir: Path, command: str) -> Path:
-    """The run directory named by ``ref``: a path holding ``manifest.json``, or a run id
-    under ``runs_dir/<experiment>/``. Errors start with ``command`` (``push``, ``compare``)."""
+    """The run directory named by ``ref``: a path holding ``manifest.json``, a run id under
+    ``runs_dir/<experiment>/``, or ``latest`` (the run that finished last). Errors start
+    with ``command`` (``push``, ``compare``)."""
     path = Path(ref)
     if (path / "manifest.json").is_file():
         return path
+    if ref == "latest":
+        return latest_run(runs_dir, command)
     hits = sorted(p.parent for p in runs_dir.glob(f"*/{ref}/manifest.json"))
     if len(hits) == 1:
         return hits[0]
@@ -22,3 +25,23 @@ def find_run(ref: str, runs_dir: Path, command: str) -> Path:
     raise EvalkitError(f"{command}: no run '{ref}' (neither a run directory with manifest.json "
                        f"nor a run id under {runs_dir}/<experiment>/); list runs with: "
                        "evalkit query \"SELECT run_id, experiment FROM runs\"")
+
+
+def latest_run(runs_dir: Path, command: str) -> Path:
+    """The run directory under ``runs_dir`` whose run finished last with status ``ok``."""
+    import json
+
+    best: tuple[str, str, Path] | None = None
+    for manifest in runs_dir.glob("*/*/manifest.json"):
+        try:
+            m = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if m.get("status") == "ok" and m.get("finished_at"):
+            key = (str(m["finished_at"]), str(m.get("run_id")), manifest.parent)
+            best = key if best is None or key[:2] > best[:2] else best
+    if best is None:
+        raise EvalkitError(f"{command}: no finished run under {runs_dir.resolve()}/; run an "
+                           "experiment first (evalkit run +experiment=quickstart) or pass "
+                           "--runs-dir")
+    return best[2]

@@ -20,16 +20,14 @@ import argparse
 import dataclasses
 import json
 import math
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from evalkit.commands._output import add_format_arguments, chosen_format, emit, number
 from evalkit.commands._runs import find_run
 from evalkit.errors import EvalkitError
-
-FORMATS = ("table", "csv", "json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CI level (default: 0.95)")
     parser.add_argument("--metric", action="append", default=None,
                         help="only this metric instance (repeatable)")
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="output format (default: table)")
+    add_format_arguments(parser)
 
 
 class _Run:
@@ -228,39 +225,26 @@ def main(args: argparse.Namespace) -> int:
     run_a = find_run(args.run_a, runs_dir, "compare")
     run_b = find_run(args.run_b, runs_dir, "compare")
     rows = compare(run_a, run_b, args.n_boot, args.seed, args.confidence, args.metric)
-    if args.format == "json":
-        for row in rows:
-            sys.stdout.write(json.dumps(row) + "\n")
-    elif args.format == "csv":
-        import csv
-
-        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["metric"])
-        writer.writeheader()
-        writer.writerows(rows)
+    fmt = chosen_format(args.format, args.out)
+    if fmt in ("table", "vertical"):
+        _print(rows, run_a, run_b, args.confidence, fmt, args.out)
     else:
-        _print(rows, run_a, run_b, args.confidence)
+        columns = list(rows[0]) if rows else ["metric"]
+        emit(columns, [tuple(r.values()) for r in rows], fmt, args.out)
     return 0
 
 
-def _fmt(v: float | None) -> str:
-    return "" if v is None else f"{v:.4g}"
+def _print(rows: list[dict[str, Any]], run_a: Path, run_b: Path, confidence: float,
+           fmt: str, out: str | None) -> None:
+    def fmt_ci(r: dict[str, Any]) -> str:
+        if r["ci_low"] is None:
+            return r["note"] or ""
+        return f"[{number(r['ci_low'])}, {number(r['ci_high'])}]"
 
-
-def _print(rows: list[dict[str, Any]], run_a: Path, run_b: Path, confidence: float) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(header_style="bold", title=f"A = {run_a.name}  ·  B = {run_b.name}")
-    for col in ("metric", "slice", "A", "B", "B − A", f"{confidence:.0%} CI", "significant"):
-        table.add_column(col)
-    for r in rows:
-        ci = (f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["ci_low"] is not None
-              else r["note"] or "")
-        flag = {True: "[bold]yes[/]", False: "no", None: ""}[r["significant"]]
-        table.add_row(r["metric"], r["slice"], _fmt(r["a"]), _fmt(r["b"]), _fmt(r["delta"]),
-                      ci, flag)
-    console = Console()
-    console.print(table)
+    table = [(r["metric"], r["slice"], r["a"], r["b"], r["delta"], fmt_ci(r),
+              {True: "yes", False: "no", None: ""}[r["significant"]]) for r in rows]
     n = rows[0]["n_shared"] if rows else 0
-    console.print(f"{len(rows)} metric rows over {n} shared records; significant: the paired "
-                  "bootstrap interval of B − A excludes 0", style="dim")
+    note = (f"A = {run_a.name}, B = {run_b.name}: {len(rows)} metric rows over {n} shared "
+            "records; significant: the paired bootstrap interval of B − A excludes 0")
+    emit(["metric", "slice", "A", "B", "B − A", f"{confidence:.0%} CI", "significant"], table,
+         fmt, out, note=note)

@@ -60,9 +60,12 @@ RUNS_COLUMNS = {
 }
 
 
-def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnection:
+def connect(runs_dir: str | os.PathLike[str] = "runs",
+            run: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with views ``runs``, ``records``, ``judgments``,
-    ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir``.
+    ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir`` (or over
+    ``run`` only, a run directory under it), and ``latest``: the ``runs`` row of the run
+    that finished last.
 
     The connection can read only ``runs_dir``: file access elsewhere is disabled and the
     settings are locked, so ``read_csv('/etc/passwd')`` fails. It is the raw connection:
@@ -71,18 +74,21 @@ def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnect
     import duckdb
 
     root = Path(runs_dir).resolve()
+    where = "*/*"  # runs/<experiment>/<run_id>/
+    if run is not None:
+        where = Path(run).resolve().relative_to(root).as_posix()
     con = duckdb.connect(config=dict(_SETTINGS))
     con.execute("SET allowed_directories = ?", [[str(root) + os.sep]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     for name, pattern in _FILES.items():
-        path = str(root / pattern)
+        path = str(root / pattern.replace("*/*", where, 1))
         if glob.glob(path):
             sql = f"SELECT * FROM read_parquet({sql_literal(path)}, union_by_name=true)"
         else:
             sql = empty_select_sql(name)
         con.execute(f"CREATE VIEW {name} AS {sql}")
-    manifests = str(root / "*/*/manifest.json")
+    manifests = str(root / where / "manifest.json")
     cols = ", ".join(f"{k}: {sql_literal(v)}" for k, v in RUNS_COLUMNS.items())
     if glob.glob(manifests):
         sql = f"SELECT * FROM read_json({sql_literal(manifests)}, columns={{{cols}}})"
@@ -91,6 +97,8 @@ def connect(runs_dir: str | os.PathLike[str] = "runs") -> duckdb.DuckDBPyConnect
             f'CAST(NULL AS {t}) AS "{k}"' for k, t in RUNS_COLUMNS.items()
         ) + " WHERE false"
     con.execute(f"CREATE VIEW runs AS {sql}")
+    con.execute("CREATE VIEW latest AS SELECT * FROM runs WHERE status = 'ok' "
+                "ORDER BY finished_at DESC, run_id DESC LIMIT 1")
     return con
 
 

@@ -73,13 +73,13 @@ def test_cli_formats(project: Path, tmp_path: Path) -> None:
     table_out = run_cli("query", sql, cwd=project).stdout
     assert "echo_rate" in table_out and "2 rows" in table_out
     csv_out = run_cli("query", sql, "--format", "csv", cwd=project).stdout
-    assert csv_out.splitlines()[0] == '"metric","value"'
+    assert csv_out.splitlines()[0] == "metric,value"
     out = tmp_path / "m.parquet"
     run_cli("query", sql, "--out", str(out), cwd=project)
     assert pq.read_table(out).num_rows == 2
     jout = tmp_path / "m.json"
     run_cli("query", "SELECT context FROM records LIMIT 1", "--out", str(jout), cwd=project)
-    assert json.loads(jout.read_text().splitlines()[0])["context"] is None
+    assert json.loads(jout.read_text())[0]["context"] is None
 
 
 def test_cli_refusal_is_one_line(project: Path) -> None:

@@ -52,7 +52,7 @@ def test_multirun_writes_one_run_per_job_and_one_query_compares(tmp_path: Path) 
     out = run_cli("query", "SELECT json_extract_string(r.config, '$.judges.prompt_echo.threshold')"
                   " AS threshold, m.value FROM runs r JOIN metrics m USING (run_id) "
                   "WHERE m.metric = 'echo_rate' AND m.slice = 'all' ORDER BY threshold",
-                  "--format", "json", cwd=tmp_path).stdout
+                  "--format", "jsonl", cwd=tmp_path).stdout
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["threshold"] for r in rows] == ["0.5", "0.95"]
     # a looser threshold can only flag more outputs

@@ -98,4 +98,4 @@ def test_query_over_the_run(quickstart: tuple[Path, str]) -> None:
     cwd, _ = quickstart
     out = run_cli("query", "SELECT count(*) AS n, count(excluded_by) AS excluded FROM records",
                   "--format", "json", cwd=cwd).stdout
-    assert json.loads(out) == {"n": 160, "excluded": 40}
+    assert json.loads(out) == [{"n": 160, "excluded": 40}]

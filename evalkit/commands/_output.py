@@ -1,0 +1,199 @@
+"""How every listing command (``query``, ``plugins``, ``compare``, ``runs``) prints rows.
+
+``--format`` picks one of :data:`FORMATS`; the default, ``table``, is for people: numbers at
+sensible precision, and a table only when it fits the terminal, else one record per block
+(vertical mode). Names and values are never cut: a pipe gets the table at its natural width.
+Only the standard library is imported here, so ``evalkit query`` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["FORMATS", "add_format_arguments", "chosen_format", "emit", "number", "cell"]
+
+FORMATS = ("table", "vertical", "csv", "json", "jsonl", "markdown", "parquet")
+_BY_SUFFIX = {"csv": "csv", "json": "json", "jsonl": "jsonl", "ndjson": "jsonl",
+              "md": "markdown", "markdown": "markdown", "parquet": "parquet"}
+ZERO = 1e-12  # below this a float is rounding noise (a kappa of 8.86e-17 is 0)
+
+
+def add_format_arguments(parser: argparse.ArgumentParser, *, out: bool = True) -> None:
+    """``--format`` (and ``--out FILE``) on a listing command."""
+    parser.add_argument("--format", choices=FORMATS, default=None,
+                        help="table (default: vertical when the table is wider than the "
+                        "terminal), vertical, csv, json (an array), jsonl (one object per "
+                        "line), markdown or parquet (needs --out)")
+    if out:
+        parser.add_argument("--out", default=None, metavar="FILE",
+                            help="write to FILE (its extension picks the format)")
+
+
+def chosen_format(fmt: str | None, out: str | None) -> str:
+    """The format asked for, or the one ``out``'s extension names, or ``table``."""
+    if fmt is not None:
+        return fmt
+    if out:
+        return _BY_SUFFIX.get(Path(out).suffix.lstrip(".").lower(), "table")
+    return "table"
+
+
+def number(value: float) -> str:
+    """A float for people: four significant digits, no scientific notation for ordinary
+    sizes, and rounding noise shown as 0."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if abs(value) < ZERO:
+        return "0"
+    if abs(value) >= 1e4:
+        return f"{value:.0f}" if value == int(value) or abs(value) >= 1e6 else f"{value:.1f}"
+    return f"{value:.4g}"
+
+
+def cell(value: Any) -> str:
+    """A value as a table cell: full text, numbers by :func:`number`, lists and objects as
+    JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return str(value)
+
+
+def _width() -> int | None:
+    """The width a table must fit: the terminal's, or $COLUMNS; None (any) for a pipe."""
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() else None
+
+
+def table_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                width: int | None) -> list[str] | None:
+    """The rows as an aligned table, or None when it is wider than ``width`` or a cell holds
+    a line break (vertical mode shows those whole)."""
+    cells = [[cell(v) for v in row] for row in rows]
+    if any("\n" in c for row in cells for c in row):
+        return None
+    widths = [max([len(name), *(len(row[i]) for row in cells)]) for i, name in
+              enumerate(columns)]
+    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
+        return None
+    numeric = [all(isinstance(row[i], (int, float)) and not isinstance(row[i], bool)
+                   for row in rows if row[i] is not None) and any(row[i] is not None
+                                                                  for row in rows)
+               for i in range(len(columns))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    return [line(list(columns)), "  ".join("-" * w for w in widths),
+            *(line(row) for row in cells)]
+
+
+def vertical_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """One block per row: each column's name, then its whole value (continuation lines of a
+    long text indented under it)."""
+    pad = max((len(c) for c in columns), default=0)
+    out: list[str] = []
+    for n, row in enumerate(rows, 1):
+        out.append(f"-[ row {n} ]" + "-" * max(0, pad - 6))
+        for name, value in zip(columns, row, strict=True):
+            first, *rest = cell(value).split("\n") or [""]
+            out.append(f"{name.ljust(pad)}  {first}".rstrip())
+            out += [" " * (pad + 2) + more for more in rest]
+    return out
+
+
+def markdown_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    def esc(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", "<br>")
+
+    return ["| " + " | ".join(esc(c) for c in columns) + " |",
+            "|" + "|".join(" --- " for _ in columns) + "|",
+            *("| " + " | ".join(esc(cell(v)) for v in row) + " |" for row in rows)]
+
+
+def _plain(value: Any) -> Any:
+    """A value as CSV can hold it: lists and objects become JSON text."""
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return value
+
+
+def _write(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
+           out: TextIO, max_rows: int | None, note: str | None) -> None:
+    if fmt == "csv":
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        writer.writerows([_plain(v) for v in row] for row in rows)
+    elif fmt == "json":
+        # an array with one object per line: valid JSON that still reads line by line
+        objects = (json.dumps(dict(zip(columns, row, strict=True)), default=str,
+                              ensure_ascii=False) for row in rows)
+        out.write("[\n" + ",\n".join(objects) + "\n]\n" if rows else "[]\n")
+    elif fmt == "jsonl":
+        for row in rows:
+            out.write(json.dumps(dict(zip(columns, row, strict=True)), default=str,
+                                 ensure_ascii=False) + "\n")
+    elif fmt == "markdown":
+        out.write("\n".join(markdown_lines(columns, rows)) + "\n")
+    else:
+        shown = rows if max_rows is None else rows[:max_rows]
+        lines = None if fmt == "vertical" else table_lines(columns, shown, _width())
+        if lines is None:
+            lines = vertical_lines(columns, shown)
+        out.write("\n".join(lines) + "\n")
+        hidden = len(rows) - len(shown)
+        footer = f"{len(rows)} row{'' if len(rows) == 1 else 's'}" + (
+            f" ({hidden} not shown; --max-rows N, or --format csv|json)" if hidden else "")
+        out.write(f"{note}\n" if note and not rows else
+                  (f"{note}\n" if note else "") + footer + "\n")
+
+
+def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
+         out: str | None = None, *, max_rows: int | None = None,
+         note: str | None = None) -> None:
+    """Print ``rows`` (or write them to ``out``) in ``fmt``. ``note`` is a line shown under a
+    table for people (never in machine formats)."""
+    if fmt == "parquet":
+        if not out:
+            from evalkit.errors import EvalkitError
+
+            raise EvalkitError("--format parquet needs --out FILE.parquet")
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from evalkit.results.writer import atomic_path
+
+        table = pa.Table.from_pylist([dict(zip(columns, row, strict=True)) for row in rows])
+        with atomic_path(Path(out)) as tmp:
+            pq.write_table(table, tmp)
+    elif out:
+        from evalkit.results.writer import atomic_path
+
+        with atomic_path(Path(out)) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
+            _write(columns, rows, fmt, fh, None, None)
+    else:
+        try:
+            _write(columns, rows, fmt, sys.stdout, max_rows, note)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `| head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    print(f"wrote {len(rows)} rows to {out}", file=sys.stderr)
