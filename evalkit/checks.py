@@ -31,6 +31,22 @@ def check_re2(pattern: str, key: str) -> None:
                          "backreferences or look-around") from None
 
 
+FLAG_AT = (">", ">=")
+DEFAULT_FLAG_AT = ">"
+"""How a score compares with a threshold wherever a threshold turns scores into flags (rate,
+crosstab, agreement's kappa, judge_validation, disagreements, task_completion, ece's
+correct_threshold, context_precision) and in an alert without an ``operator``: ``>`` (the
+default) leaves a score exactly at the threshold unflagged, as the audit evalkit reproduces
+counts ``> 0.5``; ``>=`` flags it. One setting per run: the top-level ``flag_at`` key."""
+
+
+def check_flag_at(value: str, key: str = "flag_at") -> None:
+    """``value`` must be ``>`` or ``>=``."""
+    if value not in FLAG_AT:
+        raise ValueError(f"{key}: {value!r} is not one of {' or '.join(FLAG_AT)} (how a score "
+                         "exactly at a threshold counts: > not flagged, >= flagged)")
+
+
 def check_one_of(value: Any, choices: Sequence[Any], key: str) -> None:
     """``value`` must be one of ``choices``."""
     if value not in choices:

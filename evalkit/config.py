@@ -43,7 +43,7 @@ class RunnerConfig:
 class AlertConfig:
     metric: str  # metric name as in the metrics table (e.g. echo_rate or latency.p95)
     value: float  # the threshold
-    operator: str = ">"  # one of > >= < <= == !=
+    operator: str = ">"  # one of > >= < <= == !=; default: the run's flag_at (> or >=)
     slice: str = "all"  # which slice to watch; "*" watches every slice
     severity: str = "error"  # info, warning or error
     message: str | None = None  # shown in the summary; default says what crossed what
@@ -79,7 +79,7 @@ class RunConfig:
 
 
 _TOP_KEYS = ("experiment", "source", "filters", "judges", "metrics", "runner", "alerts",
-             "sinks")
+             "sinks", "flag_at")
 
 
 def _first_line(exc: OmegaConfBaseException) -> str:
@@ -182,6 +182,37 @@ def _default_filter(cfg: DictConfig) -> None:
         cfg.filters = {DEFAULT_FILTER: {"plugin": DEFAULT_FILTER}, **(existing or {})}
 
 
+def _apply_flag_at(cfg: DictConfig) -> None:
+    """The top-level ``flag_at`` (``>`` or ``>=``) given to every metric instance whose
+    plugin has a ``flag_at`` key and does not set its own, and to every alert without an
+    ``operator``: one setting decides how a score exactly at a threshold counts. The
+    composed config (and so the manifest, which ``compare`` rebuilds metrics from) records
+    each instance's value."""
+    from evalkit.checks import DEFAULT_FLAG_AT, check_flag_at
+    from evalkit.errors import PluginError
+
+    flag_at = cfg.get("flag_at", DEFAULT_FLAG_AT)
+    try:
+        check_flag_at(flag_at)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    metrics = cfg.get("metrics")
+    for node in metrics.values() if isinstance(metrics, DictConfig) else []:
+        if not isinstance(node, DictConfig) or "plugin" not in node or "flag_at" in node:
+            continue
+        try:
+            cls = registry().get("metrics", str(node["plugin"]))
+        except PluginError:
+            continue  # instance() reports it with the key
+        if any(f.name == "flag_at" for f in fields(cls.Config)):
+            with open_dict(node):
+                node.flag_at = flag_at
+    for alert in cfg.get("alerts") or []:
+        if isinstance(alert, DictConfig) and "operator" not in alert:
+            with open_dict(alert):
+                alert.operator = flag_at
+
+
 def plain_override(arg: str) -> str:
     """One command-line override as Hydra should get it. A key inside a plugin instance or
     the runner (``judges.x.response_format=none``, ``source.record_id=id``) may be set
@@ -213,6 +244,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise ConfigError(f"{key}: unknown top-level key; {hint}valid: {', '.join(_TOP_KEYS)}")
     _default_filter(cfg)
+    _apply_flag_at(cfg)
     if cfg.get("source") is None:
         raise ConfigError("source: no source configured; pick one with source=jsonl "
                           "(and source.path=...) or +experiment=quickstart")

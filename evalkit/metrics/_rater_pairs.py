@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from evalkit.checks import check_flag_at
 from evalkit.metrics._signals import (
     JUDGMENT_FIELDS,
     SignalSpec,
     SliceConfig,
+    above,
     excluded_mask,
     fetch,
     index_slices,
@@ -33,10 +35,11 @@ class PairConfig(SliceConfig):
     field_b: str = "value"  # judgment field read from judge_b (ignored for human labels)
     map_a: dict[str, float] = field(default_factory=dict)  # text -> number for judge_a's labels
     map_b: dict[str, float] = field(default_factory=dict)  # text -> number for judge_b / humans
-    threshold: float = 0.5  # a score >= threshold counts as 1 (kappa, nominal alpha, agreement)
+    threshold: float = 0.5  # a score > threshold counts as 1 (flag_at; kappa, nominal alpha, …)
     threshold_b: float | None = None  # threshold for judge_b / human labels; default: threshold
     flip_b: bool = False  # b scores the opposite way (correctness vs hallucination): b -> 1 - b
     include_excluded: bool = False  # also pair records a filter set aside (auditing imports)
+    flag_at: str = ">"  # a score at the threshold: ">" not flagged, ">=" flagged
 
     def validate(self) -> None:
         super().validate()
@@ -47,6 +50,7 @@ class PairConfig(SliceConfig):
             if getattr(self, key) not in JUDGMENT_FIELDS:
                 raise ValueError(f"{key}: {getattr(self, key)!r} is not one of "
                                  f"{', '.join(JUDGMENT_FIELDS)}")
+        check_flag_at(self.flag_at)
 
     @property
     def spec_a(self) -> SignalSpec:
@@ -70,8 +74,8 @@ class Pairs:
     table: pa.Table  # record columns and the raw judgment fields
     a: np.ndarray  # continuous scores of rater a
     b: np.ndarray  # continuous scores of rater b (flipped when flip_b)
-    a_bin: np.ndarray  # a >= threshold
-    b_bin: np.ndarray  # b >= threshold_b (then flipped when flip_b)
+    a_bin: np.ndarray  # a past threshold (> or >=, flag_at)
+    b_bin: np.ndarray  # b past threshold_b (then flipped when flip_b)
     why_a: list[str | None]
     why_b: list[str | None]
     excluded: np.ndarray
@@ -94,8 +98,8 @@ def load_pairs(con: Any, cfg: PairConfig, columns: list[str] | None = None) -> P
     a, why_a = numbers(table, "a", cfg.spec_a, cfg.map_a, None)
     b, why_b = numbers(table, "b", cfg.spec_b, cfg.map_b, None)
     threshold_b = cfg.threshold if cfg.threshold_b is None else cfg.threshold_b
-    a_bin = (a >= cfg.threshold).astype(float)
-    b_bin = (b >= threshold_b).astype(float)
+    a_bin = above(a, cfg.threshold, cfg.flag_at).astype(float)
+    b_bin = above(b, threshold_b, cfg.flag_at).astype(float)
     if cfg.flip_b:
         b = 1.0 - b
         b_bin = 1.0 - b_bin

@@ -9,7 +9,8 @@ A signal is named by a short spec, the same in every metric config:
 
 Text (labels, outcomes, booleans as ``true``/``false``) becomes a number through a map
 (``{success: 1, failure: 0}``); text that is not in the map is unusable, never a default
-score. A threshold turns numbers into 0/1 (1 when ``value >= threshold``). Only judgments
+score. A threshold turns numbers into 0/1 (1 when ``value > threshold``, or ``>=`` with
+``flag_at: ">="``; see :data:`evalkit.checks.DEFAULT_FLAG_AT`). Only judgments
 with ``status='ok'`` count; errors and skips are unusable and counted."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from evalkit.checks import DEFAULT_FLAG_AT
 from evalkit.metrics._stats import SLICEABLE, check_slice_by, mean_ci, slice_sql, value_groups
 from evalkit.paths import value_at
 from evalkit.results.schemas import RECORDS
@@ -87,8 +89,14 @@ def check_spec(spec: str | None, key: str, required: bool = True) -> None:
     parse_spec(spec, key)
 
 
-def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None
-              ) -> tuple[float | None, str | None]:
+def above(values: Any, threshold: float, flag_at: str) -> Any:
+    """Where ``values`` (numpy) is past ``threshold``: ``>`` or ``>=`` as ``flag_at`` says.
+    NaN is never past."""
+    return values > threshold if flag_at == ">" else values >= threshold
+
+
+def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None,
+              flag_at: str = DEFAULT_FLAG_AT) -> tuple[float | None, str | None]:
     """``(number, None)`` or ``(None, why it is unusable)`` for one raw cell: the map first
     (on the cell's text; booleans read ``true``/``false``, matched case-insensitively), then
     booleans as 1/0 and numbers (or numeric text) as themselves."""
@@ -118,7 +126,7 @@ def to_number(raw: Any, mapping: Mapping[str, float], threshold: float | None
     if math.isnan(number) or math.isinf(number):
         return None, f"not finite ({number})"
     if threshold is not None:
-        number = 1.0 if number >= threshold else 0.0
+        number = 1.0 if above(number, threshold, flag_at) else 0.0
     return number, None
 
 
@@ -191,7 +199,8 @@ def fetch(con: Any, specs: Mapping[str, SignalSpec], columns: list[str],
 
 
 def numbers(table: pa.Table, name: str, spec: SignalSpec, mapping: Mapping[str, float],
-            threshold: float | None) -> tuple[np.ndarray, list[str | None]]:
+            threshold: float | None, flag_at: str = DEFAULT_FLAG_AT
+            ) -> tuple[np.ndarray, list[str | None]]:
     """The signal ``name`` of ``table`` (from :func:`fetch`) as floats (NaN when unusable)
     and, per record, why it is unusable (None when usable)."""
     raw = table.column(name).to_pylist()
@@ -203,7 +212,7 @@ def numbers(table: pa.Table, name: str, spec: SignalSpec, mapping: Mapping[str, 
             why[i] = (f"no judgment from '{spec.judge}'" if status[i] is None
                       else f"judgment status {status[i]}")
             continue
-        number, reason = to_number(cell, mapping, threshold)
+        number, reason = to_number(cell, mapping, threshold, flag_at)
         if number is None:
             why[i] = f"{spec.describe()} {reason}"
         else:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from evalkit.checks import check_flag_at
 from evalkit.metrics._signals import excluded_mask, index_slices, judgment_join
 from evalkit.metrics._stats import SLICEABLE, mean_ci
 from evalkit.plugin import Metric
@@ -23,10 +24,11 @@ class CrosstabConfig:
     judge: str = "???"  # the judge (or imported score) whose verdicts are tabulated
     by: str = "???"  # the record column to cross them with (level, model, …)
     of: str = "flag"  # flag: flagged / not_flagged; label: the judgment's label
-    threshold: float | None = None  # flagged when value >= threshold; null: when passed is false
+    threshold: float | None = None  # flagged when value > threshold (flag_at); null: passed false
     flagged_by: str | None = None  # only records this judge flagged (e.g. a hallucination judge)
     flagged_threshold: float | None = None  # flagged_by's threshold; null: passed is false
     include_excluded: bool = True  # count records the filters set aside too
+    flag_at: str = ">"  # a score at the threshold: ">" not flagged, ">=" flagged
     n_boot: int = 1000  # bootstrap resamples for the 95% CI of each share (0: none)
     seed: int = 0  # bootstrap seed
     confidence: float = 0.95  # CI level
@@ -41,14 +43,16 @@ class CrosstabConfig:
             raise ValueError("threshold: only used with of=flag")
         if self.flagged_threshold is not None and self.flagged_by is None:
             raise ValueError("flagged_threshold: set flagged_by too")
+        check_flag_at(self.flag_at)
 
 
-def _flag_sql(alias: str, threshold: float | None) -> str:
+def _flag_sql(alias: str, threshold: float | None, flag_at: str) -> str:
     """SQL: true/false when the judgment says flagged/not, null when it gives no verdict."""
     ok = f"{alias}.status = 'ok'"
     if threshold is None:
         return f"CASE WHEN {ok} THEN NOT {alias}.passed END"
-    return f"CASE WHEN {ok} THEN {alias}.value >= {float(threshold)!r} END"
+    op = ">" if flag_at == ">" else ">="
+    return f"CASE WHEN {ok} THEN {alias}.value {op} {float(threshold)!r} END"
 
 
 class CrosstabMetric(Metric):
@@ -67,7 +71,7 @@ class CrosstabMetric(Metric):
 
     def _table(self, con: Any) -> pa.Table:
         cfg = self.config
-        category = (f"CASE {_flag_sql('j', cfg.threshold)} WHEN true THEN 'flagged' "
+        category = (f"CASE {_flag_sql('j', cfg.threshold, cfg.flag_at)} WHEN true THEN 'flagged' "
                     "WHEN false THEN 'not_flagged' END" if cfg.of == "flag"
                     else "CASE WHEN j.status = 'ok' THEN j.label END")
         join, params = judgment_join(con, cfg.judge, _FIELDS, "j")
@@ -78,7 +82,7 @@ class CrosstabMetric(Metric):
             join, flagged_params = judgment_join(con, cfg.flagged_by, _FIELDS, "f")
             sql += f" {join}"
             params += flagged_params
-            where.append(f"coalesce({_flag_sql('f', cfg.flagged_threshold)}, false)")
+            where.append(f"coalesce({_flag_sql('f', cfg.flagged_threshold, cfg.flag_at)}, false)")
         if not cfg.include_excluded:
             where.append("r.excluded_by IS NULL")
         if where:

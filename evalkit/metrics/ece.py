@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.checks import check_flag_at
 from evalkit.metrics._pair_statistics import bootstrap
 from evalkit.metrics._signals import (
     SliceConfig,
@@ -40,9 +41,10 @@ class EceConfig(SliceConfig):
     prob: str = "confidence"  # the stated confidence in [0, 1]: a record column or judge:NAME
     correct: str | None = None  # a column (human_label, outcome) or judge:NAME[:passed]
     correct_map: dict[str, float] = field(default_factory=dict)  # text -> 1 correct / 0 wrong
-    correct_threshold: float | None = None  # numeric correctness: correct when >= threshold
+    correct_threshold: float | None = None  # numeric correctness: correct when > it (flag_at)
     n_bins: int = 10  # number of bins
     binning: str = "width"  # width: equal-width [lo, hi) bins; mass: equal-count bins
+    flag_at: str = ">"  # at the threshold exactly: ">" wrong, ">=" correct (top-level flag_at)
 
     def validate(self) -> None:
         super().validate()
@@ -52,6 +54,7 @@ class EceConfig(SliceConfig):
             raise ValueError("n_bins: must be at least 1")
         if self.binning not in BINNINGS:
             raise ValueError(f"binning: {self.binning!r} is not one of {', '.join(BINNINGS)}")
+        check_flag_at(self.flag_at)
 
 
 def bin_index(p: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
@@ -142,7 +145,8 @@ class ExpectedCalibrationError(Metric):
         sp, sc = parse_spec(cfg.prob, "prob"), parse_spec(cfg.correct or "", "correct")
         table = fetch(con, {"p": sp, "y": sc}, list(cfg.slice_by))
         p, why_p = numbers(table, "p", sp, {}, None)
-        y, why_y = numbers(table, "y", sc, cfg.correct_map, cfg.correct_threshold)
+        y, why_y = numbers(table, "y", sc, cfg.correct_map, cfg.correct_threshold,
+                           cfg.flag_at)
         for i in np.flatnonzero((p < 0) | (p > 1)):
             why_p[i] = f"{sp.describe()} {p[i]:g} is outside [0, 1]"
             p[i] = np.nan

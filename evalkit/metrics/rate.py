@@ -8,14 +8,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.checks import check_flag_at, check_one_of
 from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
 from evalkit.plugin import Metric
+
+COUNTS = ("flagged", "passed")
 
 
 @dataclass(frozen=True)
 class RateConfig(JudgeMetricConfig):
-    threshold: float | None = None  # flagged when value >= threshold; null: when passed is false
+    threshold: float | None = None  # flagged when value > threshold (flag_at); null: passed false
     labels: list[str] | None = None  # instead: flagged when the judgment's label is one of these
+    count: str = "flagged"  # flagged: the share flagged; passed: the share not flagged
+    flag_at: str = ">"  # a score at the threshold: ">" not flagged, ">=" flagged
 
     def validate(self) -> None:
         super().validate()
@@ -23,20 +28,24 @@ class RateConfig(JudgeMetricConfig):
             raise ValueError("set threshold or labels, not both")
         if self.labels is not None and not self.labels:
             raise ValueError("labels: an empty list flags nothing; leave it null")
+        check_one_of(self.count, COUNTS, "count")
+        check_flag_at(self.flag_at)
 
 
 class RateMetric(Metric):
-    """Share of scored records flagged: ``value >= threshold``, a label in ``labels``, or
-    (by default) ``passed = false``. Unscored records (errors, skips, no verdict) stay out of
-    the denominator."""
+    """Share of scored records flagged: ``value > threshold`` (``>=`` with ``flag_at: ">="``),
+    a label in ``labels``, or (by default) ``passed = false``; with ``count: passed``, the
+    share not flagged (a pass rate, an accuracy). Unscored records (errors, skips, no
+    verdict) stay out of the denominator."""
 
     Config = RateConfig
-    higher_is_better = False
+    higher_is_better = False  # flagged is bad; with count: passed, the instance says True
     thread_safe = True  # compute() may run beside other metrics, on its own cursor
 
     def __init__(self, name: str, config: RateConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+        self.higher_is_better = config.count == "passed"
 
     def cursor_group(self) -> tuple[str, ...] | None:
         """Metrics of one judge and slices share a cursor, hence one judged table."""
@@ -46,6 +55,7 @@ class RateMetric(Metric):
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config
+        passed = cfg.count == "passed"
 
         def score(t: pa.Table) -> pa.Array:
             ok = pc.fill_null(pc.equal(t.column("status"), "ok"), False)
@@ -55,15 +65,21 @@ class RateMetric(Metric):
                                   pc.is_in(label, pa.array(list(cfg.labels), pa.string())))
             elif cfg.threshold is None:
                 flag = pc.invert(t.column("passed"))
+            elif cfg.flag_at == ">":
+                flag = pc.greater(t.column("value"), cfg.threshold)
             else:
                 flag = pc.greater_equal(t.column("value"), cfg.threshold)
+            if passed:
+                flag = pc.invert(flag)
             flag = pc.cast(flag, pa.float64())
             return pc.if_else(ok, flag, pa.scalar(None, pa.float64()))
 
         if cfg.labels is not None:
-            what = f"share of judge '{cfg.judge}' labels in {list(cfg.labels)}"
+            rule = f"labels in {list(cfg.labels)}"
         elif cfg.threshold is not None:
-            what = f"share of judge '{cfg.judge}' values >= {cfg.threshold}"
+            rule = f"values {cfg.flag_at} {cfg.threshold}"
         else:
-            what = f"share of judge '{cfg.judge}' not passed"
+            rule = "passed = false"
+        what = (f"share of judge '{cfg.judge}' judgments not flagged (flagged: {rule})"
+                if passed else f"share of judge '{cfg.judge}' judgments flagged ({rule})")
         return judge_metric_rows(con, cfg, self.name, score, what)

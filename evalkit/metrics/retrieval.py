@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from evalkit.analysis.ranking import average_precision
+from evalkit.checks import check_flag_at
 from evalkit.metrics._signals import (
     SignalSpec,
     SliceConfig,
+    above,
     excluded_mask,
     fetch,
     index_slices,
@@ -45,18 +47,20 @@ def _check_source(value: str, key: str) -> None:
 @dataclass(frozen=True)
 class ContextPrecisionConfig(SliceConfig):
     relevance: str = "metadata.relevance"  # per-passage labels: metadata.<path> or judge:NAME
-    threshold: float = 0.5  # a label >= threshold is relevant (true = 1)
+    threshold: float = 0.5  # a label > threshold is relevant (flag_at; true = 1)
+    flag_at: str = ">"  # a score at the threshold: ">" not relevant, ">=" relevant
     rank_aware: bool = True  # average precision over ranks; false: relevant / retrieved
     k: int | None = None  # only the first k retrieved passages (null: all)
 
     def validate(self) -> None:
         super().validate()
         _check_source(self.relevance, "relevance")
+        check_flag_at(self.flag_at)
         if self.k is not None and self.k < 1:
             raise ValueError("k: must be at least 1 (or null for every passage)")
 
 
-def _labels(raw: Any, n_passages: int, threshold: float) -> np.ndarray | str:
+def _labels(raw: Any, n_passages: int, threshold: float, flag_at: str) -> np.ndarray | str:
     if not isinstance(raw, list):
         return "no relevance labels"
     if len(raw) != n_passages:
@@ -66,7 +70,7 @@ def _labels(raw: Any, n_passages: int, threshold: float) -> np.ndarray | str:
         if isinstance(v, bool):
             out.append(float(v))
         elif isinstance(v, (int, float)):
-            out.append(1.0 if v >= threshold else 0.0)
+            out.append(1.0 if above(v, threshold, flag_at) else 0.0)
         else:
             return f"relevance label {str(v)[:20]!r} is not a number or boolean"
     return np.array(out)
@@ -106,7 +110,7 @@ class ContextPrecisionMetric(Metric):
                 raw = value_at(details[i], "relevance")
             else:
                 raw = metadata_value(metas[i], cfg.relevance)
-            labels = _labels(raw, len(passages), cfg.threshold)
+            labels = _labels(raw, len(passages), cfg.threshold, cfg.flag_at)
             if isinstance(labels, str):
                 why[i] = labels
                 continue

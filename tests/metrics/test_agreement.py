@@ -50,7 +50,7 @@ def test_against_references_on_random_data():
     rows = by_metric(run(pairs(a, b), n_boot=0, threshold=0.5))
     assert rows["agree.pearson"]["value"] == pytest.approx(stats.pearsonr(a, b)[0])
     assert rows["agree.spearman"]["value"] == pytest.approx(stats.spearmanr(a, b)[0])
-    xa, xb = (a >= 0.5).astype(int), (b >= 0.5).astype(int)
+    xa, xb = (a > 0.5).astype(int), (b > 0.5).astype(int)  # flag_at ">"
     assert rows["agree.kappa"]["value"] == pytest.approx(cohen_kappa_score(xa, xb))
     assert rows["agree.alpha_interval"]["value"] == pytest.approx(
         krippendorff.alpha(reliability_data=[a, b], level_of_measurement="interval"))
