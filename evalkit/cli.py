@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     except EvalkitError as exc:
         if os.environ.get("EVALKIT_FULL_ERROR"):
             raise
-        print(f"evalkit: error: {exc}", file=sys.stderr)
+        from evalkit.redact import mask
+
+        print(f"evalkit: error: {mask(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     sys.exit(code or 0)

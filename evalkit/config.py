@@ -6,8 +6,6 @@ runs; errors name the full key, the bad value and the fix."""
 from __future__ import annotations
 
 import difflib
-import os
-import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -16,6 +14,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from evalkit.checks import check_one_of
 from evalkit.errors import ConfigError
+from evalkit.redact import mask_override, mask_tree, register_tree
 from evalkit.registry import registry
 
 SEVERITIES = ("info", "warning", "error")
@@ -254,7 +253,9 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         raise ConfigError("alerts: expected a list of {metric, operator, value, severity}")
     alerts = [validate_dataclass(AlertConfig, a, f"alerts[{i}]", "alert")
               for i, a in enumerate(alerts_node)]
-    composed = redact(OmegaConf.to_container(cfg, resolve=True))
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    register_tree(resolved)  # its keys and URL credentials are masked wherever they show up
+    composed = mask_tree(resolved)
     source_node, source_limit = _source_limit(cfg.source)
     return RunConfig(
         experiment=str(cfg.get("experiment") or "default"),
@@ -265,7 +266,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         metrics=_instances("metrics", cfg.get("metrics")),
         alerts=alerts,
         composed=composed,
-        overrides=[redact_override(o) for o in (overrides or [])],
+        overrides=[mask_override(o) for o in (overrides or [])],
         sinks=_instances("sinks", cfg.get("sinks")),
         source_limit=source_limit,
     )
@@ -282,47 +283,3 @@ def _source_limit(node: Any) -> tuple[Any, int | None]:
         raise ConfigError(f"source.limit: {limit!r} is not a positive whole number; set "
                           "source.limit=N to read the first N records, or null for all")
     return OmegaConf.create({k: v for k, v in node.items() if k != "limit"}), limit
-
-
-_SECRET_KEY = re.compile(
-    r"(?i)(api[_-]?key|secret|passw(or)?d|auth(orization)?$|credential|bearer|(^|_)token$)"
-)
-REDACTED = "***redacted***"
-
-
-def _secret_values() -> list[str]:
-    return [v for k, v in os.environ.items() if _SECRET_KEY.search(k) and len(v) >= 8]
-
-
-def redact_text(text: str, secrets: list[str] | None = None) -> str:
-    """``text`` with the value of every secret-looking environment variable masked
-    (``secrets``: those values, when the caller has them already)."""
-    for value in _secret_values() if secrets is None else secrets:
-        text = text.replace(value, REDACTED)
-    return text
-
-
-def redact_override(override: str) -> str:
-    """A command-line override (``key=value``) with a secret value masked."""
-    key, eq, _ = override.partition("=")
-    if eq and _SECRET_KEY.search(key.rsplit(".", 1)[-1]):
-        return f"{key}={REDACTED}"
-    return redact_text(override)
-
-
-def redact(node: Any, secrets: list[str] | None = None) -> Any:
-    """A copy of a plain config tree with secret-named keys and secret values masked (the
-    environment is read once per tree, not once per string)."""
-    if secrets is None:
-        secrets = _secret_values()
-    if isinstance(node, dict):
-        return {
-            k: (REDACTED if _SECRET_KEY.search(str(k)) and v not in (None, "")
-                else redact(v, secrets))
-            for k, v in node.items()
-        }
-    if isinstance(node, list):
-        return [redact(v, secrets) for v in node]
-    if isinstance(node, str):
-        return redact_text(node, secrets)
-    return node

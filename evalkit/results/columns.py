@@ -48,6 +48,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("exchange", "string"),
         ("status", "string"),
         ("error", "string"),
+        ("error_cause", "string"),
         ("origin", "string"),
         ("attempts", "int32"),
         ("latency_s", "float64"),

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from evalkit.redact import mask_tree
 from evalkit.results.columns import empty_select_sql, sql_literal
 from evalkit.results.schemas import RECORDS, TABLES, conform
 
@@ -84,6 +85,8 @@ class RunWriter:
         self.n_judgments = 0
         # (judge, status) -> [judgments, summed cost or None, ok computed calls without a price]
         self.judgment_stats: dict[tuple[str, str], list[Any]] = {}
+        # judge -> error cause (judgments.error_cause; "other" when a judge gave none) -> count
+        self.error_causes: dict[str, dict[str, int]] = {}
 
     def add_records(self, table: pa.Table) -> None:
         if self._records is None:
@@ -110,12 +113,21 @@ class RunWriter:
         grouped = table.select(["judge", "status", "cost_usd"]).append_column(
             "unpriced", pc.cast(unpriced, pa.int64())).group_by(["judge", "status"]).aggregate(
             [([], "count_all"), ("cost_usd", "sum"), ("unpriced", "sum")])
-        for row in grouped.to_pylist():
+        rows = grouped.to_pylist()
+        for row in rows:
             acc = self.judgment_stats.setdefault((row["judge"], row["status"]), [0, None, 0])
             acc[0] += row["count_all"]
             if row["cost_usd_sum"] is not None:
                 acc[1] = (acc[1] or 0.0) + row["cost_usd_sum"]
             acc[2] += row["unpriced_sum"]
+        if any(row["status"] == "error" for row in rows):
+            errors = table.select(["judge", "status", "error_cause"]).filter(
+                pc.equal(table["status"], "error"))
+            for row in errors.group_by(["judge", "error_cause"]).aggregate(
+                    [([], "count_all")]).to_pylist():
+                causes = self.error_causes.setdefault(row["judge"], {})
+                cause = row["error_cause"] or "other"
+                causes[cause] = causes.get(cause, 0) + row["count_all"]
 
     def finish_records(self) -> None:
         """Close and publish ``records.parquet`` (an empty table if no batch came)."""
@@ -132,7 +144,9 @@ class RunWriter:
         return table
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json(manifest, self.run_dir / "manifest.json")
+        # every string masked: an error message may quote a URL or a key (the config in it
+        # is masked by name already)
+        write_json(mask_tree(manifest, by_name=False), self.run_dir / "manifest.json")
 
     def abort(self) -> None:
         """Remove whatever temporary file is still open after a failure."""

@@ -15,6 +15,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit.errors import EvalkitError
+from evalkit.redact import hide_secret_overrides, mask
 
 
 def _data_path(name: str) -> str:
@@ -49,7 +50,7 @@ def _task(cfg: DictConfig) -> None:
     except EvalkitError as exc:
         if os.environ.get("EVALKIT_FULL_ERROR"):
             raise
-        print(f"evalkit: error: {exc}", file=sys.stderr)
+        print(f"evalkit: error: {mask(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
 
 
@@ -58,6 +59,9 @@ def main(argv: list[str]) -> None:
     from evalkit._log import log_level, take_verbose_flags
 
     argv = take_verbose_flags(argv)
+    # a secret value on the command line reaches the jobs through the environment, never a
+    # sweep's multirun.yaml or Hydra's console lines
+    argv = hide_secret_overrides(argv)
     try:
         log_level()
     except EvalkitError as exc:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from evalkit.config import PluginInstance
 from evalkit.errors import EvalkitError
 from evalkit.plugin import AsyncJudge, Judge, JudgeResult, Source
+from evalkit.redact import mask
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
 from evalkit.results.writer import RunWriter
 
@@ -90,7 +91,9 @@ def _read_columns(plugins: list[Judge]) -> list[str] | None:
 
 
 def _error_rows(record_ids: list[str], message: str) -> list[dict[str, Any]]:
-    return [{"record_id": r, "status": "error", "error": message} for r in record_ids]
+    message = mask(message)  # an exception may quote a URL or a key
+    return [{"record_id": r, "status": "error", "error": message, "error_cause": "judge_error"}
+            for r in record_ids]
 
 
 class JudgeRunner:

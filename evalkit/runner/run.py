@@ -186,6 +186,7 @@ def execute(rc: RunConfig) -> RunResult:
         judge_calls_unpriced=unpriced,
         excluded_by=n_excluded,
         judgments=counts,
+        judgment_errors=writer.error_causes,  # judge -> error cause -> count
         dry_run=rc.runner.dry_run,
         dry_run_estimates=judge_runner.estimates if rc.runner.dry_run else None,
         evalkit_version=versions["evalkit"],

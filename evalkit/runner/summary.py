@@ -37,11 +37,18 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         + (" [yellow](see the rejects table)[/]" if m["n_rejects"] else "")
     )
     if result.judgment_counts:
+        causes = m.get("judgment_errors") or {}
         jt = Table(title="judgments", title_justify="left", header_style="bold")
         for col in ("judge", "ok", "error", "skipped"):
             jt.add_column(col, justify="left" if col == "judge" else "right")
+        if causes:
+            jt.add_column("errors by cause", overflow="fold")
         for judge, by_status in result.judgment_counts.items():
-            jt.add_row(judge, *(str(by_status.get(s, 0)) for s in ("ok", "error", "skipped")))
+            row = [judge, *(str(by_status.get(s, 0)) for s in ("ok", "error", "skipped"))]
+            if causes:
+                by_cause = sorted((causes.get(judge) or {}).items(), key=lambda kv: -kv[1])
+                row.append(", ".join(f"{cause} {n}" for cause, n in by_cause))
+            jt.add_row(*row)
         console.print(jt)
     if m.get("dry_run"):
         et = Table(title="dry run: no judge was called; what a real run would send",

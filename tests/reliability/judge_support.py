@@ -1,5 +1,6 @@
-"""What the judge reliability tests share: the fake model server (tests/judges/llm), a small
-data file, and ``evalkit run`` as a subprocess the way a user runs it."""
+"""What the judge reliability tests share: the fake model server and the judge helpers of
+tests/judges/llm, a small data file, and ``evalkit run`` as a subprocess the way a user
+runs it."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ if str(LLM_TESTS) not in sys.path:
     sys.path.insert(0, str(LLM_TESTS))
 
 from fake_llm_server import FakeLLMServer, Reply  # noqa: E402
+from llm_helpers import judge, make, records  # noqa: E402
 
 EVALKIT = str(Path(sys.executable).with_name("evalkit"))
 
-__all__ = ["EVALKIT", "FakeLLMServer", "Reply", "evalkit_run", "write_records"]
+__all__ = ["EVALKIT", "FakeLLMServer", "Reply", "evalkit_run", "judge", "make", "records",
+           "write_records"]
 
 
 def write_records(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -7,20 +7,11 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
-from tests.reliability.judge_support import FakeLLMServer, evalkit_run, write_records
+from tests.reliability.judge_support import evalkit_run, write_records
 
 ROWS = [{"input": f"question {i}", "output": f"Paris is the capital of France {i}.",
          "context": ["Paris is the capital of France."]} for i in range(6)]
 LITELLM_LINE = re.compile(r"LiteLLM|provider = |completion\(\)|Provider List")
-
-
-@pytest.fixture
-def server():
-    s = FakeLLMServer().start()
-    yield s
-    s.stop()
 
 
 def _args(tmp_path, server) -> list[str]:

@@ -24,13 +24,14 @@ from evalkit.judges.llm._pricing import call_cost, token_prices
 from evalkit.judges.llm._progress import JudgeProgress
 from evalkit.judges.llm._prompt import approx_tokens
 from evalkit.plugin import AsyncJudge
+from evalkit.redact import mask
 from evalkit.results.schemas import (
     EXCHANGE_CALLS_LIMIT,
     bounded_text,
     json_text,
 )
 
-RESPONSE_FORMATS = ("json_object", "json_schema", "none")
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class LlmJudgeConfig:
     parse_retries: int = 2  # re-asks when the answer is not the JSON asked for
     temperature: float = 0.0  # sampling temperature; 0 for the most repeatable verdicts
     max_tokens: int | None = 1024  # per answer
-    response_format: str = "json_object"  # json_object, json_schema, or none (prompt only)
+    # json_schema (json_object where the endpoint does not take it), json_object or none
+    response_format: str = "json_schema"
     params: dict[str, Any] = field(default_factory=dict)  # extra request parameters (seed, ...)
     cache: bool = True  # serve identical calls from the response cache
     cache_refresh: bool = False  # call again and overwrite cached answers
@@ -121,7 +123,7 @@ def failed(record_id: str, results: list[CallResult], step: str,
     """An error judgment for the last (failed) call in ``results``: never a score."""
     last = results[-1]
     return {**accounting(record_id, results), "status": "error", "raw": last.raw,
-            "error": f"{step}: {last.error}", "details": details}
+            "error": f"{step}: {last.error}", "error_cause": last.cause, "details": details}
 
 
 class LlmJudge(AsyncJudge):
@@ -168,11 +170,11 @@ class LlmJudge(AsyncJudge):
         out: dict[str, Any] = {"temperature": cfg.temperature}
         if cfg.max_tokens:
             out["max_tokens"] = cfg.max_tokens
-        if cfg.response_format == "json_object":
-            out["response_format"] = {"type": "json_object"}
-        elif cfg.response_format == "json_schema" and schema is not None:
+        if cfg.response_format == "json_schema" and schema is not None:
             out["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": schema_name or "answer", "schema": schema}}
+        elif cfg.response_format != "none":
+            out["response_format"] = {"type": "json_object"}
         out.update(extra)
         out.update(cfg.params)
         return out
@@ -243,7 +245,7 @@ class LlmJudge(AsyncJudge):
             raise
         except Exception as exc:  # a bug on one record costs that record, not the run
             return {"record_id": record["record_id"], "status": "error",
-                    "error": f"{type(exc).__name__}: {exc}"}
+                    "error": mask(f"{type(exc).__name__}: {exc}"), "error_cause": "judge_error"}
 
     def estimate(self, table: pa.Table) -> dict[str, Any]:
         """Calls, tokens and cost this judge would spend on ``table``: the records it would

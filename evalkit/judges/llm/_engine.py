@@ -28,6 +28,7 @@ from evalkit.judges.llm._transport import (
     Completion,
     LitellmTransport,
 )
+from evalkit.redact import mask, register_secret, register_url
 
 # providers whose endpoint speaks the OpenAI chat-completions API: default base URL and the
 # environment variable holding the key (None: no key needed)
@@ -42,8 +43,13 @@ OPENAI_COMPATIBLE: dict[str, tuple[str | None, str | None]] = {
     "together_ai": ("https://api.together.xyz/v1", "TOGETHERAI_API_KEY"),
 }
 TRANSPORTS = ("auto", "aiohttp", "litellm")
-# request parameters a judge can do without, in groups dropped together when refused
+# request parameters a judge can do without, in groups dropped together when refused (a
+# refused json_schema response format is first asked for as json_object)
 OPTIONAL_PARAMS = (("response_format",), ("logprobs", "top_logprobs"))
+# why a judgment is an error (judgments.error_cause): the call's fault, or the answer's
+ERROR_CAUSES = ("rate_limited", "server_error", "timeout", "connection", "client_error",
+                "bad_response", "empty_answer", "malformed_answer", "invalid_answer",
+                "ambiguous_verdict", "judge_error")
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,8 @@ class CallResult:
     output_tokens: int | None = None
     cost_usd: float | None = None
     cached: bool = False
+    cause: str | None = None  # one of ERROR_CAUSES when ``error`` is set
+    transient_faults: int = 0  # calls that failed and were retried (429, 5xx, timeouts, ...)
     sent: list[dict[str, Any]] | None = None  # the messages of the last request (or cache key)
 
     @property
@@ -156,6 +164,9 @@ class Engine:
         if self._transport is None:
             ep = self.endpoint
             key = os.environ.get(ep.key_env) if ep.key_env else None
+            # masked wherever they show up, whatever the variable's name
+            register_secret(key)
+            register_url(ep.api_base)
             if ep.key_env and not key and ep.transport == "aiohttp":
                 raise EvalkitError(f"judge model '{ep.model}': environment variable "
                                    f"{ep.key_env} is not set; export it (or set api_key_env "
@@ -211,29 +222,37 @@ class Engine:
                     continue  # the endpoint refused an optional parameter: ask without it
                 transient += 1
                 if not exc.retryable or transient > policy.max_retries:
-                    result.error = str(exc) if result.attempts == 1 else \
-                        f"{exc} (after {result.attempts} attempts)"
+                    message = mask(str(exc))
+                    result.error = message if result.attempts == 1 else \
+                        f"{message} (after {result.attempts} attempts)"
+                    result.cause = exc.cause
                     break
+                result.transient_faults += 1
                 await asyncio.sleep(self._delay(transient, exc.retry_after, policy))
                 continue
-            result.raw = completion.text
+            # a key or URL a server echoes back is masked before the answer is read, kept,
+            # cached or shown to the model again (log-probabilities would spell it out)
+            text = mask(completion.text)
+            logprobs = completion.logprobs if text == completion.text else None
+            result.raw = text
             result.input_tokens = _add(result.input_tokens, completion.input_tokens)
             result.output_tokens = _add(result.output_tokens, completion.output_tokens)
             result.cost_usd = _add(result.cost_usd, self._cost(completion, policy))
             try:
-                result.value = parse(completion.text, completion.logprobs)
+                result.value = parse(text, logprobs)
             except ParseError as exc:
                 bad_answers += 1
                 if bad_answers > policy.parse_retries:
                     result.error = f"unparseable answer after {bad_answers} tries: {exc}"
+                    result.cause = exc.cause
                     break
-                asked = [*messages, {"role": "assistant", "content": completion.text[:4000]},
+                asked = [*messages, {"role": "assistant", "content": text[:4000]},
                          {"role": "user", "content": f"That answer could not be read ({exc}). "
                           "Reply again with only the JSON object asked for."}]
                 continue
             if cache is not None:
                 cache.put(key, ep.model, {
-                    "text": completion.text, "logprobs": completion.logprobs,
+                    "text": text, "logprobs": logprobs,
                     "input_tokens": completion.input_tokens,
                     "output_tokens": completion.output_tokens})
             break
@@ -259,15 +278,23 @@ class Engine:
     def _supported(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.unsupported:
             return params
-        return {k: v for k, v in params.items() if k not in self.unsupported}
+        out = {k: v for k, v in params.items() if k not in self.unsupported}
+        if "json_schema" in self.unsupported and _format(out) == "json_schema":
+            out["response_format"] = {"type": "json_object"}
+        return out
 
     def _learn_unsupported(self, exc: CallError, sent: dict[str, Any]) -> bool:
         """True when a 400 names an optional parameter that was ``sent`` and this endpoint
-        does not take (structured output, log-probabilities): later calls leave it out. The
-        prompt still asks for JSON, and G-Eval falls back to the integer score."""
+        does not take (structured output, log-probabilities): later calls leave it out, and
+        a refused JSON schema is asked for as a JSON object first. The prompt still asks for
+        JSON, and G-Eval falls back to the integer score."""
         if exc.status != 400:
             return False
         text = str(exc).lower()
+        if _format(sent) == "json_schema" and ("response_format" in text
+                                               or "json_schema" in text):
+            self.unsupported.add("json_schema")
+            return True
         refused = [group for group in OPTIONAL_PARAMS
                    if any(p in sent for p in group) and any(p in text for p in group)]
         for group in refused:
@@ -306,6 +333,11 @@ class Engine:
             return completion.cost_usd
         return call_cost(token_prices(self.endpoint.model), completion.input_tokens,
                          completion.output_tokens)
+
+
+def _format(params: dict[str, Any]) -> str | None:
+    fmt = params.get("response_format")
+    return fmt.get("type") if isinstance(fmt, dict) else None
 
 
 _ENGINES: dict[tuple[Endpoint, str], Engine] = {}

@@ -1,52 +1,81 @@
-"""Tolerant reading of a judge model's JSON answer: a bare object, an object inside a code
-fence, or an object followed (or preceded) by prose. What still cannot be read raises
-:class:`ParseError`, which the engine turns into a retry and, in the end, an error judgment."""
+"""Reading a judge model's JSON answer, and taking a verdict from it only when it is
+unambiguous.
+
+The rule (documented in docs/reliability.md):
+
+1. an answer that is one JSON object as a whole (what structured output returns) is the
+   verdict, whatever its strings quote;
+2. otherwise every top-level JSON object in the answer (bare, fenced or among prose; an
+   object nested in another is part of it) that has all the verdict's keys is a candidate.
+   One candidate, or several that agree on the verdict keys' values, is the verdict; several
+   that disagree are an ``ambiguous verdict`` (a judge quoting JSON from the judged text
+   before its own verdict), never the first one's value.
+
+What cannot be read raises :class:`ParseError` with a cause (``empty_answer``,
+``malformed_answer``, ``invalid_answer``, ``ambiguous_verdict``), which the engine turns into
+a re-ask and, in the end, an error judgment with that cause."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
 T = TypeVar("T")
 
 
 class ParseError(ValueError):
-    """The judge's answer is not the JSON object the prompt asked for."""
+    """The judge's answer is not the JSON object the prompt asked for; ``cause`` says how."""
+
+    def __init__(self, message: str, cause: str = "invalid_answer") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
-def parse_json_object(text: str | None) -> dict[str, Any]:
-    """The first JSON object in ``text``: fenced blocks are tried first, then the whole text,
-    then every ``{`` in order (so trailing or leading prose is ignored)."""
+def parse_json_object(text: str | None, keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The verdict object in ``text`` by the rule above; ``keys`` are the verdict's keys (with
+    none, every object is a candidate)."""
     if not text or not text.strip():
-        raise ParseError("empty answer")
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    for chunk in candidates:
-        chunk = chunk.strip()
+        raise ParseError("empty answer", "empty_answer")
+    whole = text.strip()
+    if whole[:1] == "{":
         try:
-            obj = json.loads(chunk)
+            obj = json.loads(whole)
         except ValueError:
-            obj = _first_object(chunk)
-        if isinstance(obj, dict):
-            return obj
-    raise ParseError(f"no JSON object in the answer: {text[:120]!r}")
+            pass
+        else:
+            if isinstance(obj, dict):
+                return obj
+    found = _top_level_objects(text)
+    if not found:
+        raise ParseError(f"no JSON object in the answer: {text[:120]!r}", "malformed_answer")
+    candidates = [o for o in found if all(k in o for k in keys)]
+    if not candidates:
+        raise ParseError(f"no JSON object in the answer has the key(s) {', '.join(keys)}: "
+                         f"{text[:120]!r}")
+    verdicts = [[o[k] for k in keys] if keys else o for o in candidates]
+    if any(v != verdicts[0] for v in verdicts[1:]):
+        shown = "; ".join(json.dumps(v)[:60] for v in verdicts[:4])
+        raise ParseError(f"ambiguous verdict: {len(candidates)} JSON objects in the answer "
+                         f"disagree ({shown})", "ambiguous_verdict")
+    return candidates[-1]
 
 
-def _first_object(text: str) -> dict[str, Any] | None:
+def _top_level_objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object in ``text`` that is not inside another one, in order."""
+    found: list[dict[str, Any]] = []
     start = text.find("{")
     while start != -1:
         try:
-            obj, _ = _DECODER.raw_decode(text, start)
+            obj, end = _DECODER.raw_decode(text, start)
         except ValueError:
             start = text.find("{", start + 1)
             continue
         if isinstance(obj, dict):
-            return obj
-        start = text.find("{", start + 1)
-    return None
+            found.append(obj)
+        start = text.find("{", end)
+    return found
 
 
 def require(obj: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:

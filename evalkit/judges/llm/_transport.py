@@ -12,6 +12,7 @@ retries, rate limits, caching and accounting live in the engine, the same for bo
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import gc
 import json
@@ -20,6 +21,7 @@ import os
 import threading
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from evalkit._gc import gc_paused
 from evalkit._http import retry_after_seconds
@@ -40,14 +42,27 @@ class Completion:
 
 
 class CallError(Exception):
-    """A call that did not produce an answer."""
+    """A call that did not produce an answer; ``cause`` says why (see ``ERROR_CAUSES``)."""
 
     def __init__(self, message: str, status: int | None = None,
-                 retry_after: float | None = None, retryable: bool = True) -> None:
+                 retry_after: float | None = None, retryable: bool = True,
+                 cause: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
         self.retryable = retryable
+        self.cause = cause or status_cause(status)
+
+
+def status_cause(status: int | None) -> str:
+    """The error cause of an HTTP status (no status: the connection failed)."""
+    if status is None:
+        return "connection"
+    if status == 429:
+        return "rate_limited"
+    if status == 408:
+        return "timeout"
+    return "server_error" if status >= 500 else "client_error"
 
 
 def _usage(usage: Any) -> tuple[int | None, int | None]:
@@ -57,15 +72,31 @@ def _usage(usage: Any) -> tuple[int | None, int | None]:
     return get("prompt_tokens"), get("completion_tokens")
 
 
+def chat_url(base_url: str) -> tuple[str, str | None, str]:
+    """``{base_url}/chat/completions`` with the base URL's query string kept after the path
+    (``https://h/v1?api-version=x`` → ``https://h/v1/chat/completions?api-version=x``), its
+    user-info taken out (returned apart, for a Basic header), and the URL to show in errors
+    (no user-info, no query)."""
+    parts = urlsplit(base_url)
+    userinfo, _, host = parts.netloc.rpartition("@")
+    path = parts.path.rstrip("/") + "/chat/completions"
+    url = urlunsplit((parts.scheme, host, path, parts.query, parts.fragment))
+    return url, userinfo or None, urlunsplit((parts.scheme, host, path, "", ""))
+
+
 class AiohttpTransport:
     """POST ``{base_url}/chat/completions`` with one pooled aiohttp session per event loop."""
 
     def __init__(self, base_url: str, wire_model: str, api_key: str | None) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.url, userinfo, self.shown_url = chat_url(base_url)
         self.wire_model = wire_model
         self.headers = {"Content-Type": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
+        elif userinfo:  # https://user:key@host: the credentials as HTTP Basic auth
+            user, _, password = userinfo.partition(":")
+            token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+            self.headers["Authorization"] = f"Basic {token}"
         self._session: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -92,20 +123,21 @@ class AiohttpTransport:
                 payload = await resp.read()
                 if resp.status >= 400:
                     text = payload[:300].decode("utf-8", "replace")
-                    raise CallError(f"HTTP {resp.status} from {self.url}: {text}",
+                    raise CallError(f"HTTP {resp.status} from {self.shown_url}: {text}",
                                     status=resp.status,
                                     retry_after=retry_after_seconds(resp.headers),
                                     retryable=resp.status in RETRYABLE_STATUS)
         except asyncio.TimeoutError:
             raise CallError(f"timed out after {timeout:g} s", status=408) from None
         except aiohttp.ClientError as exc:
-            raise CallError(f"{type(exc).__name__}: {exc}") from None
+            raise CallError(f"{type(exc).__name__}: {exc}", cause="connection") from None
         try:
             data = json.loads(payload)
             choice = data["choices"][0]
             text = choice["message"].get("content")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise CallError(f"not a chat completion: {payload[:200]!r}") from None
+            raise CallError(f"not a chat completion: {payload[:200]!r}",
+                            cause="bad_response") from None
         logprobs = (choice.get("logprobs") or {}).get("content")
         input_tokens, output_tokens = _usage(data.get("usage"))
         return Completion(text or "", input_tokens, output_tokens, logprobs)
@@ -175,10 +207,25 @@ class LitellmTransport:
         self.model = model
         self.api_base = api_base
         self.api_key = api_key
+        self._schemas: bool | None = None  # whether litellm says the model takes a JSON schema
+
+    def _structured(self, litellm: Any, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with a JSON-schema response format asked as a JSON object for a model
+        litellm does not know to take a schema (``supports_response_schema``)."""
+        fmt = params.get("response_format")
+        if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+            return params
+        if self._schemas is None:
+            try:
+                self._schemas = bool(litellm.supports_response_schema(model=self.model))
+            except Exception:  # a model litellm cannot map: no schema
+                self._schemas = False
+        return params if self._schemas else {**params, "response_format": {"type": "json_object"}}
 
     async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any],
                        timeout: float) -> Completion:
         litellm = await litellm_module()
+        params = self._structured(litellm, params)
         extra: dict[str, Any] = {}
         if self.api_base:
             extra["api_base"] = self.api_base
@@ -191,6 +238,8 @@ class LitellmTransport:
             raise CallError(f"timed out after {timeout:g} s", status=408) from None
         except Exception as exc:
             raise _call_error(litellm, exc) from None
+        if not resp.choices:
+            raise CallError("not a chat completion: no choices", cause="bad_response")
         choice = resp.choices[0]
         logprobs = getattr(choice, "logprobs", None)
         if logprobs is not None and not isinstance(logprobs, dict):
@@ -214,6 +263,10 @@ def _call_error(litellm: Any, exc: Exception) -> CallError:
     retryable = status in RETRYABLE_STATUS if isinstance(status, int) else \
         isinstance(exc, transient)
     message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-    return CallError(f"{type(exc).__name__}: {message}",
-                     status=status if isinstance(status, int) else None,
-                     retry_after=retry_after_seconds(headers), retryable=retryable)
+    status = status if isinstance(status, int) else None
+    cause = "timeout" if isinstance(exc, litellm.Timeout) else \
+        "rate_limited" if isinstance(exc, litellm.RateLimitError) else \
+        "connection" if status is None and isinstance(exc, litellm.APIConnectionError) else \
+        None if status is not None else "server_error" if retryable else "client_error"
+    return CallError(f"{type(exc).__name__}: {message}", status=status,
+                     retry_after=retry_after_seconds(headers), retryable=retryable, cause=cause)

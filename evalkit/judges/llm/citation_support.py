@@ -60,7 +60,7 @@ class CitationSupportConfig(LlmJudgeConfig):
 
 def _parse_verdicts(n: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[tuple[bool, str]]:
-        return indexed(parse_json_object(text), "citations", 1, n, _verdict,
+        return indexed(parse_json_object(text, ("citations",)), "citations", 1, n, _verdict,
                        "no verdict for item(s)")
     return parse
 

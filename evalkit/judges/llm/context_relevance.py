@@ -78,7 +78,7 @@ def _flag(item: dict[str, Any], key: str) -> bool:
 
 def _parse_relevance(first: int, last: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[bool]:
-        return indexed(parse_json_object(text), "passages", first, last,
+        return indexed(parse_json_object(text, ("passages",)), "passages", first, last,
                        lambda item: _flag(item, "relevant"), "no label for passage(s)")
     return parse
 
@@ -87,7 +87,7 @@ def _parse_statements(limit: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[dict[str, Any]]:
         return [{"statement": require(item, "statement", str).strip(),
                  "attributed": _flag(item, "attributed")}
-                for item in objects(parse_json_object(text), "statements")][:limit]
+                for item in objects(parse_json_object(text, ("statements",)), "statements")][:limit]
     return parse
 
 

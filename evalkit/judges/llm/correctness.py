@@ -49,7 +49,7 @@ class CorrectnessLlmJudge(LlmJudge):
 
     @staticmethod
     def parse(text: str, logprobs: Any) -> tuple[str, str]:
-        obj = parse_json_object(text)
+        obj = parse_json_object(text, ("verdict",))
         return choice(obj, "verdict", tuple(VERDICTS)), str(obj.get("reasoning", ""))
 
     async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:

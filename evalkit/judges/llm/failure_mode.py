@@ -46,7 +46,7 @@ class FailureModeLlmConfig(LlmJudgeConfig):
 
 
 def _parse(text: str, logprobs: Any) -> tuple[str, str]:
-    obj = parse_json_object(text)
+    obj = parse_json_object(text, ("label",))
     return choice(obj, "label", tuple(FAILURE_MODES)), str(obj.get("explanation", ""))
 
 

@@ -132,7 +132,7 @@ def weighted_score(logprobs: list[dict[str, Any]] | None) -> float | None:
 
 
 def _parse_score(text: str, logprobs: Any) -> tuple[int, float | None, str]:
-    obj = parse_json_object(text)
+    obj = parse_json_object(text, ("score",))
     score = number(obj, "score", 1, 5)
     if score != int(score):
         raise ParseError(f"'score' is {score}, expected an integer from 1 to 5")
@@ -140,7 +140,7 @@ def _parse_score(text: str, logprobs: Any) -> tuple[int, float | None, str]:
 
 
 def _parse_steps(text: str, logprobs: Any) -> list[str]:
-    steps = require(parse_json_object(text), "steps", list)
+    steps = require(parse_json_object(text, ("steps",)), "steps", list)
     steps = [s.strip() for s in steps if isinstance(s, str) and s.strip()]
     if not steps:
         raise ParseError("'steps' is empty")
@@ -165,6 +165,7 @@ class GEvalJudge(LlmJudge):
         self._steps: tuple[str, ...] = self.rubric.steps
         self._generation: CallResult | None = None  # billed to the first judgment after it
         self._steps_error: str | None = None
+        self._steps_cause: str | None = None
 
     def wanted_columns(self) -> tuple[str, ...]:
         return ("record_id", *self.rubric.inputs)
@@ -206,6 +207,7 @@ class GEvalJudge(LlmJudge):
             self._steps = tuple(result.value)
         else:
             self._steps_error = result.error
+            self._steps_cause = result.cause
 
     async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
         rid = record["record_id"]
@@ -214,7 +216,8 @@ class GEvalJudge(LlmJudge):
         if not self._steps:
             return {**accounting(rid, billed), "status": "error",
                     "raw": billed[0].raw if billed else None,
-                    "error": f"generating the rubric's evaluation steps: {self._steps_error}"}
+                    "error": f"generating the rubric's evaluation steps: {self._steps_error}",
+                    "error_cause": self._steps_cause}
         result = await self.ask(self.score_call(record, self._steps))
         if not result.ok:
             return failed(rid, [*billed, result], "score")

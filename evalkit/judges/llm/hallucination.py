@@ -68,7 +68,8 @@ class HallucinationLlmJudge(LlmJudge):
         return [self.call(record)]
 
     def parse(self, text: str, logprobs: Any) -> tuple[float, str]:
-        obj = parse_json_object(text)
+        key = "hallucinated" if self.config.mode == "binary" else "score"
+        obj = parse_json_object(text, (key,))
         reasoning = str(obj.get("reasoning", ""))
         if self.config.mode == "binary":
             return float(require(obj, "hallucinated", bool)), reasoning

@@ -59,7 +59,7 @@ class PairwiseConfig(LlmJudgeConfig):
 
 
 def _parse(text: str, logprobs: Any) -> tuple[str, str]:
-    obj = parse_json_object(text)
+    obj = parse_json_object(text, ("winner",))
     return choice(obj, "winner", ("a", "b", "tie")), str(obj.get("reasoning", ""))
 
 

@@ -59,13 +59,13 @@ def _parse_claims(limit: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[dict[str, str]]:
         return [{"claim": require(item, "claim", str).strip(),
                  "question": require(item, "question", str).strip()}
-                for item in objects(parse_json_object(text), "claims")][:limit]
+                for item in objects(parse_json_object(text, ("claims",)), "claims")][:limit]
     return parse
 
 
 def _parse_answers(n: int):  # -> Parser
     def parse(text: str, logprobs: Any) -> list[str]:
-        return indexed(parse_json_object(text), "answers", 1, n,
+        return indexed(parse_json_object(text, ("answers",)), "answers", 1, n,
                        lambda item: choice(item, "answer", ANSWERS), "no answer for question(s)")
     return parse
 

@@ -121,6 +121,8 @@ class FakeLLMServer:
         self.requests: list[dict[str, Any]] = []
         self.script: deque[Reply | Callable[[dict[str, Any]], Reply]] = deque()
         self.answer: Callable[[dict[str, Any]], str] = rule_based_answer
+        # response formats refused with a 400, as a server without structured output does
+        self.refused_formats: set[str] = set()
         self.in_flight = 0
         self.max_in_flight = 0
         self.port = 0
@@ -151,10 +153,17 @@ class FakeLLMServer:
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.requests.append({"body": body, "headers": dict(request.headers),
-                              "time": time.monotonic()})
+                              "time": time.monotonic(), "path": request.path,
+                              "query": dict(request.query)})
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            fmt = (body.get("response_format") or {}).get("type")
+            if fmt in self.refused_formats:
+                return web.json_response(status=400, data={"error": {
+                    "message": f"Invalid parameter: 'response_format' of type '{fmt}' is not "
+                               "supported with this model.",
+                    "type": "invalid_request_error", "param": "response_format"}})
             reply = self.script.popleft() if self.script else Reply()
             if callable(reply):
                 reply = reply(body)

@@ -287,23 +287,21 @@ def test_retry_after_forms():
     assert retry_after_seconds(None) is None
 
 
-def test_an_endpoint_refusing_structured_output_is_asked_without_it(ctx, fake_llm):
-    def refuse(body):
-        if "response_format" in body:
-            return Reply(status=400, body='{"error": {"message": "response_format is not '
-                                          'supported by this model"}}')
-        return Reply()
-
-    fake_llm.push(*[refuse] * 3)
+def test_an_endpoint_refusing_structured_output_is_asked_with_less(ctx, fake_llm):
+    """A refused JSON schema is asked for as a JSON object, a refused JSON object not at all;
+    the engine remembers both for the calls after."""
+    fake_llm.refused_formats = {"json_schema", "json_object"}
     j = make(HallucinationLlmJudge, ctx, fake_llm)
-    rows = judge(j, records(ROW, {**ROW, "output": "Lyon."}))
-    assert [r["status"] for r in rows] == ["ok", "ok"]
-    sent = [r["body"] for r in fake_llm.requests]
-    assert "response_format" in sent[0] and all("response_format" not in b for b in sent[-2:])
-    assert j.engine.unsupported == {"response_format"}
+    [row] = judge(j, records(ROW))
+    assert row["status"] == "ok" and row["attempts"] == 3
+    formats = [(r["body"].get("response_format") or {}).get("type") for r in fake_llm.requests]
+    assert formats == ["json_schema", "json_object", None]
+    assert j.engine.unsupported == {"json_schema", "response_format"}
+    rows = judge(j, records({**ROW, "output": "Lyon."}, {**ROW, "output": "Nice."}))
+    assert [r["attempts"] for r in rows] == [1, 1] and len(fake_llm.requests) == 5
     # the answers are cached under the requests as configured: a rerun is free
-    judge(make(HallucinationLlmJudge, ctx, fake_llm), records(ROW, {**ROW, "output": "Lyon."}))
-    assert len(fake_llm.requests) == len(sent)
+    judge(make(HallucinationLlmJudge, ctx, fake_llm), records(ROW))
+    assert len(fake_llm.requests) == 5
 
 
 def test_a_cached_rerun_through_litellm_never_imports_it(ctx, fake_llm):

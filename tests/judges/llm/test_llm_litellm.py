@@ -27,7 +27,9 @@ def test_litellm_transport_scores_and_accounts(ctx, fake_llm):
     assert j.engine.endpoint.transport == "litellm"
     assert (row["status"], row["value"], row["attempts"]) == ("ok", 0.0, 1)
     body = fake_llm.requests[0]["body"]
-    assert body["model"] == "gpt-4o-mini" and body["response_format"] == {"type": "json_object"}
+    # litellm knows gpt-4o-mini takes a JSON schema (supports_response_schema)
+    assert body["model"] == "gpt-4o-mini" and body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["reasoning", "score"]
     prices = token_prices("openai/gpt-4o-mini")
     assert row["cost_usd"] == pytest.approx(row["input_tokens"] * prices[0]
                                             + row["output_tokens"] * prices[1])
@@ -37,6 +39,8 @@ def test_litellm_transport_unknown_model_cost_is_null(ctx, fake_llm):
     [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
                        model="openai/my-own-judge"), records(ROW))
     assert row["status"] == "ok" and row["cost_usd"] is None
+    # a model litellm does not know to take a schema is asked for a JSON object
+    assert fake_llm.requests[0]["body"]["response_format"] == {"type": "json_object"}
 
 
 def test_litellm_transport_honours_retry_after_and_skips_client_errors(ctx, fake_llm):

@@ -1,0 +1,200 @@
+"""Secrets never reach what a run writes or prints: this module masks them.
+
+What counts as a secret (the class, not a list of known keys):
+
+- the value of every environment variable with a secret-looking name (``*_API_KEY``,
+  ``*SECRET*``, ``*PASSWORD*``, ``*_TOKEN``, ...), and of every config key with such a name;
+- values registered while a run is set up: the key an LLM judge reads from the variable
+  its ``api_key_env`` names, the credentials inside an ``api_base``;
+- in any text: the user-info of a URL (``https://user:key@host``), the values of secret-ish
+  query parameters (``?key=``, ``&api_key=``, ``token``, ``sig``, ...), the credentials of an
+  ``Authorization``/``x-api-key`` header or a ``Bearer`` token echoed back by a server, and
+  ``sk-`` shaped keys.
+
+:func:`mask` is applied to a judge's answers and errors before they are parsed, cached or
+stored, to the manifest, to error lines on the console; :func:`mask_tree` to the config kept
+in the manifest; :func:`hide_secret_overrides` keeps secret command-line values out of a
+sweep's ``multirun.yaml`` and console by handing them to the jobs through the environment."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+REDACTED = "***redacted***"
+MASK = "***"
+# a name whose value is a secret; ``*_env`` keys name a variable and are not secrets themselves
+SECRET_NAME = re.compile(
+    r"(?i)(api[_-]?key|secret|passw(or)?d|auth(orization)?$|credential|bearer|(^|_)token$"
+    r"|access[_-]?key|private[_-]?key)")
+OVERRIDE_ENV = "EVALKIT_SECRET_OVERRIDE_"  # secret command-line values handed to the jobs
+_MIN_ENV_SECRET = 8  # shorter values of secret-named variables are not masked by value
+_MIN_SECRET = 6  # nor shorter registered values (they would mask ordinary words)
+
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#@'\"<>]+)@")
+_SECRET_PARAM = (r"[\w.\-]*(?:key|token|secret|passw(?:or)?d|pwd|sig(?:nature)?|auth"
+                 r"|credential)[\w.\-]*")
+_SECRET_QUERY = re.compile(rf"(?i)([?&;]{_SECRET_PARAM}=)([^&#\s'\"<>]+)")
+_AUTH_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|x-goog-api-key)(['\"]?\s*[:=]\s*"
+    r"['\"]?)((?:bearer|basic|token)\s+)?([^\s'\",;}&]+)")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)(?!\*\*\*)[A-Za-z0-9._~+/\-]{8,}=*")
+_KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
+
+_registered: set[str] = set()
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable or config key of this name holds a secret."""
+    return bool(SECRET_NAME.search(name)) and not name.lower().endswith("_env")
+
+
+def register_secret(value: Any) -> None:
+    """Mask ``value`` wherever it appears from now on in this process (a key read from the
+    variable ``api_key_env`` names, credentials inside a URL)."""
+    if isinstance(value, str) and len(value) >= _MIN_SECRET:
+        _registered.add(value)
+
+
+def register_url(url: str | None) -> None:
+    """Register the credentials inside ``url``: its user-info and password (as written and
+    decoded) and the values of its secret-ish query parameters."""
+    if not url or not isinstance(url, str):
+        return
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        user, colon, password = userinfo.partition(":")
+        # the password, or a user name standing alone for a token (https://TOKEN@host); a
+        # user name beside a password is no secret, and masking it would mask ordinary words
+        for piece in (userinfo, password if colon else user):
+            register_secret(piece)
+            register_secret(unquote(piece))
+    for name, value in parse_qsl(parts.query, keep_blank_values=False):
+        if re.fullmatch(_SECRET_PARAM, name, re.IGNORECASE):
+            register_secret(value)
+
+
+def secret_values() -> list[str]:
+    """Every value masked by value, longest first (so no suffix of one is left behind)."""
+    found = set(_registered)
+    for name, value in os.environ.items():
+        if name.startswith(OVERRIDE_ENV) and value:
+            found.add(value)
+        elif len(value) >= _MIN_ENV_SECRET and is_secret_name(name):
+            found.add(value)
+    return sorted(found, key=len, reverse=True)
+
+
+def mask(text: str, secrets: list[str] | None = None) -> str:
+    """``text`` with every secret masked (see the module's docstring); ``secrets``: the
+    values from :func:`secret_values`, when the caller has them already."""
+    if not text:
+        return text
+    for value in secret_values() if secrets is None else secrets:
+        if value in text:
+            text = text.replace(value, REDACTED)
+    if "://" in text:
+        text = _URL_USERINFO.sub(rf"\1{MASK}@", text)
+    if "=" in text:
+        text = _SECRET_QUERY.sub(rf"\1{MASK}", text)
+    text = _AUTH_HEADER.sub(_header, text)
+    text = _BEARER.sub(rf"\1\2{MASK}", text)
+    return _KEY_SHAPED.sub(MASK, text)
+
+
+def _header(m: re.Match[str]) -> str:
+    return f"{m.group(1)}{m.group(2)}{m.group(3) or ''}{MASK}"
+
+
+def mask_tree(node: Any, secrets: list[str] | None = None, by_name: bool = True) -> Any:
+    """A copy of a plain tree (dicts, lists, scalars) with every string masked and, when
+    ``by_name``, the values of secret-named keys replaced by ``***redacted***``."""
+    if secrets is None:
+        secrets = secret_values()
+    if isinstance(node, dict):
+        return {k: REDACTED if by_name and is_secret_name(str(k)) and v not in (None, "")
+                else mask_tree(v, secrets, by_name) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [mask_tree(v, secrets, by_name) for v in node]
+    if isinstance(node, str):
+        return mask(node, secrets)
+    return node
+
+
+def register_tree(node: Any) -> None:
+    """Register the secrets a resolved config holds: the values of secret-named keys and the
+    credentials of every URL in it."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if is_secret_name(str(k)) and isinstance(v, str):
+                register_secret(v)
+            register_tree(v)
+    elif isinstance(node, (list, tuple)):
+        for v in node:
+            register_tree(v)
+    elif isinstance(node, str) and "://" in node:
+        register_url(node)
+
+
+def mask_override(override: str) -> str:
+    """A command-line override (``key=value``) with a secret value masked."""
+    key, eq, _ = override.partition("=")
+    if eq and is_secret_name(key.rsplit(".", 1)[-1].lstrip("+~")):
+        return f"{key}={REDACTED}"
+    return mask(override)
+
+
+def hide_secret_overrides(argv: list[str]) -> list[str]:
+    """``argv`` (an ``evalkit run`` command line) with every secret override value moved to
+    an environment variable (``EVALKIT_SECRET_OVERRIDE_<n>``) and replaced by
+    ``${oc.env:...}``: Hydra writes overrides verbatim into a sweep's ``multirun.yaml`` and
+    prints them on the console, while an interpolation is resolved only inside each job
+    (which inherits the environment, on any launcher). A value of a secret-named key, or one
+    holding a secret (URL credentials, a known key), is secret; each value of a sweep's
+    list is handled on its own, so the sweep still has its jobs."""
+    secrets = secret_values()
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if not eq or arg.startswith("-") or key.startswith("hydra"):
+            out.append(arg)
+            continue
+        named = is_secret_name(key.rsplit(".", 1)[-1].lstrip("+~"))
+        if not named and mask(value, secrets) == value:
+            out.append(arg)
+            continue
+        out.append(_hidden(arg, key, value, named, secrets))
+    return out
+
+
+def _hidden(arg: str, key: str, value: str, named: bool, secrets: list[str]) -> str:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep, Override
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_override(arg)
+    except HydraException:
+        return arg  # Hydra reports the bad override itself (it is not written anywhere)
+    held = parsed.value()
+    elements = held.list if isinstance(held, ChoiceSweep) else [held]
+    if not all(isinstance(e, str) for e in elements):
+        if not named:
+            return arg
+        elements = [str(e) for e in elements]  # a number under a secret name: hidden too
+    shown = []
+    for element in elements:
+        if element.startswith("${") or not (named or mask(element, secrets) != element):
+            shown.append(element if element.startswith("${")
+                         else Override._get_value_element_as_str(element))
+            continue
+        n = sum(1 for k in os.environ if k.startswith(OVERRIDE_ENV))
+        os.environ[f"{OVERRIDE_ENV}{n}"] = element
+        shown.append(f"${{oc.env:{OVERRIDE_ENV}{n}}}")
+    return f"{key}={','.join(shown)}"
