@@ -16,12 +16,13 @@ if str(LLM_TESTS) not in sys.path:
     sys.path.insert(0, str(LLM_TESTS))
 
 from fake_llm_server import FakeLLMServer, Reply  # noqa: E402
+from fault_plan import ANSWER, CAUSE, TRANSIENT, FaultPlan  # noqa: E402
 from llm_helpers import judge, make, records  # noqa: E402
 
 EVALKIT = str(Path(sys.executable).with_name("evalkit"))
 
-__all__ = ["EVALKIT", "FakeLLMServer", "Reply", "evalkit_run", "judge", "make", "records",
-           "write_records"]
+__all__ = ["ANSWER", "CAUSE", "EVALKIT", "TRANSIENT", "FakeLLMServer", "FaultPlan", "Reply",
+           "evalkit_run", "judge", "make", "records", "write_records"]
 
 
 def write_records(path: Path, rows: list[dict[str, Any]]) -> Path:

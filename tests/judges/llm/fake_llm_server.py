@@ -38,6 +38,7 @@ class Reply:
     delay: float | None = None  # seconds before answering (default: the server's latency)
     body: str | None = None  # a raw response body (non-200 replies)
     logprobs: list[dict[str, Any]] | None = None
+    reset: bool = False  # drop the connection instead of answering (a connection reset)
 
 
 def block(text: str, tag: str) -> str:
@@ -123,6 +124,8 @@ class FakeLLMServer:
         self.answer: Callable[[dict[str, Any]], str] = rule_based_answer
         # response formats refused with a 400, as a server without structured output does
         self.refused_formats: set[str] = set()
+        # answers every request the script does not (e.g. a FaultPlan); None: the model
+        self.plan: Callable[[dict[str, Any]], Reply] | None = None
         self.in_flight = 0
         self.max_in_flight = 0
         self.port = 0
@@ -164,12 +167,16 @@ class FakeLLMServer:
                     "message": f"Invalid parameter: 'response_format' of type '{fmt}' is not "
                                "supported with this model.",
                     "type": "invalid_request_error", "param": "response_format"}})
-            reply = self.script.popleft() if self.script else Reply()
+            reply = self.script.popleft() if self.script else \
+                self.plan(body) if self.plan is not None else Reply()
             if callable(reply):
                 reply = reply(body)
             delay = self.latency if reply.delay is None else reply.delay
             if delay:
                 await asyncio.sleep(delay)
+            if reply.reset and request.transport is not None:
+                request.transport.abort()
+                return web.Response()
             if reply.status != 200:
                 return web.Response(status=reply.status, headers=reply.headers,
                                     text=reply.body or json.dumps(
