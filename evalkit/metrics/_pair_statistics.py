@@ -60,11 +60,14 @@ def percent_agreement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def cohen_kappa(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Cohen's kappa of two binary ratings, per row."""
-    p_o = (x == y).mean(axis=1)
-    px, py = x.mean(axis=1), y.mean(axis=1)
-    p_e = px * py + (1 - px) * (1 - py)
-    return _div(p_o - p_e, 1.0 - p_e)
+    """Cohen's kappa of two binary ratings, per row, from whole-number counts: with n pairs,
+    A agreeing, X and Y ones, kappa = (n·A − E) / (n² − E) where E = X·Y + (n−X)(n−Y), so a
+    kappa of 0 is exactly 0 (from proportions it came out as 8.86e-17)."""
+    n = x.shape[1]
+    agree = (x == y).sum(axis=1).astype(float)
+    ones_x, ones_y = x.sum(axis=1), y.sum(axis=1)
+    expected = ones_x * ones_y + (n - ones_x) * (n - ones_y)
+    return _div(n * agree - expected, float(n * n) - expected)
 
 
 def alpha_interval(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -71,10 +71,18 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
     O(``n_boot`` × distinct values) when the values take few distinct levels (flags, labels,
     Likert scores: resampling n records is drawing multinomial counts of those levels), else
     by resampling records; above 20,000 records with many distinct values, the normal
-    interval the bootstrap converges to (mean ± z·s/√n). ``(None, None, None)`` with fewer
-    than two values or ``n_boot`` = 0."""
+    interval the bootstrap converges to (mean ± z·s/√n). Values that are all 0 or 1 are a
+    proportion: their interval is Wilson's (:func:`wilson_ci`), which does not collapse to
+    a point at 0 or 1 as the bootstrap does (0 of 3 gave [0, 0]). ``(None, None, None)``
+    with no value, fewer than two that are not 0/1, or ``n_boot`` = 0 (no interval)."""
     n = len(values)
-    if n < 2 or n_boot <= 0:
+    if n < 1 or n_boot <= 0:
+        return None, None, None
+    ones = int(np.count_nonzero(values == 1.0))
+    if ones + int(np.count_nonzero(values == 0.0)) == n:
+        lo, hi = wilson_ci(ones, n, confidence)
+        return lo, hi, "wilson"
+    if n < 2:
         return None, None, None
     alpha = (1.0 - confidence) / 2
     # more distinct values in the first rows than a few levels allow: no need to sort them all
@@ -96,6 +104,22 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
     half = NormalDist().inv_cdf(1 - alpha) * float(values.std(ddof=1)) / np.sqrt(n)
     mean = float(values.mean())
     return mean - half, mean + half, "normal"
+
+
+def wilson_ci(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of a proportion ``successes / n`` (``n`` ≥ 1): the interval
+    that stays inside [0, 1] and keeps a width at 0 and at n successes (0 of 3 at 95%:
+    [0, 0.562])."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = successes / n
+    denom = 1.0 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * float(np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / denom
+    lo = 0.0 if successes == 0 else max(0.0, center - half)
+    hi = 1.0 if successes == n else min(1.0, center + half)
+    return lo, hi
 
 
 def bootstrap_ci(

@@ -18,6 +18,10 @@ def _num(value: float | None) -> str:
         return "—"
     if value != value:  # NaN
         return "undefined"
+    from evalkit.commands._output import ZERO
+
+    if abs(value) < ZERO:  # rounding noise (a kappa of 8.86e-17) is 0
+        return "0"
     return f"{value:.3g}"
 
 

@@ -108,9 +108,14 @@ def test_resampling_matches_a_direct_bootstrap_and_degenerate_cases():
 
 def test_mean_ci_methods_agree_with_resampling_records():
     rng = np.random.default_rng(3)
-    flags = (rng.random(2000) < 0.3).astype(float)  # two levels: multinomial draws
+    flags = (rng.random(2000) < 0.3).astype(float)  # a proportion: Wilson's interval
     lo, hi, method = mean_ci(flags, 2000, 0, 0.95)
     ref = _resampled(flags, np.mean, 2000, 0, 0.025)
+    assert method == "wilson"
+    assert lo == pytest.approx(ref[0], abs=0.006) and hi == pytest.approx(ref[1], abs=0.006)
+    likert = rng.integers(0, 5, 2000) / 4  # five levels: multinomial draws
+    lo, hi, method = mean_ci(likert, 2000, 0, 0.95)
+    ref = _resampled(likert, np.mean, 2000, 0, 0.025)
     assert method == "bootstrap"
     assert lo == pytest.approx(ref[0], abs=0.006) and hi == pytest.approx(ref[1], abs=0.006)
     scores = rng.random(30_000)  # many levels, many records: the normal interval

@@ -61,7 +61,9 @@ def test_unknown_judge_empty_and_single_record():
     assert "no judgments from judge 'ghost'" in row["details"]["undefined"]
     assert by_metric(run(connect([])))["done"]["value"] is None
     one = by_metric(run(connect([{"record_id": "1", "outcome": "success"}])))["done"]
-    assert one["value"] == 1.0 and one["ci_low"] is None
+    # one success of one: Wilson's interval, not a point
+    assert one["value"] == 1.0 and one["ci_low"] == pytest.approx(0.2065, abs=1e-4)
+    assert one["ci_high"] == 1.0
 
 
 def test_slices():
