@@ -96,7 +96,7 @@ def test_failure_modes_by_model_match_ground_truth(rows, run):
     flagged = [r for r in rows if hallucination(r) >= 0.5]
     expected = Counter()
     for r in flagged:
-        mode = "undecided" if r["expected_mode"] in LLM_ONLY else r["expected_mode"]
+        mode = "none" if r["expected_mode"] in LLM_ONLY else r["expected_mode"]
         expected[(mode, "all")] += 1
         expected[(mode, f"model={r['model']}")] += 1
     got = Counter({(k[0].removeprefix("failure_modes."), k[1]):
@@ -107,7 +107,7 @@ def test_failure_modes_by_model_match_ground_truth(rows, run):
     table = pq.read_table(run_dir / "judgments").to_pylist()
     labels = {j["record_id"]: j["label"] for j in table if j["judge"] == "failure_mode"}
     for r in rows:
-        truth = "undecided" if r["expected_mode"] in LLM_ONLY else r["expected_mode"]
+        truth = "none" if r["expected_mode"] in LLM_ONLY else r["expected_mode"]
         assert labels[r["id"]] == truth, r["id"]
 
 

@@ -2,14 +2,22 @@
 tool runner reported success for a command that failed, and the model carried on as if it
 had worked). Shared by the ``tool_success_mismatch`` and ``failure_mode`` judges.
 
-Tool results are read from the ``context`` list and from ``input`` chat messages with role
-``tool`` or ``function``; each is parsed as JSON (a JSON string holding JSON is unwrapped,
-nested objects are searched). A result *claims success* with ``success``/``ok: true`` or
-``status: success|ok``; it *carries failure* with a non-zero ``exit_code`` (``exitCode``,
-``returncode``, ``return_code``, ``status_code`` >= 400) or non-empty ``stderr``."""
+Tool results are read from the ``context`` list, from ``input`` chat messages with role
+``tool`` or ``function``, and from inside an ``output`` that is a JSON object (Langfuse logs
+an observation's output as one: ``{"tool_result": {...}, "content": "..."}``); each is parsed
+as JSON (a JSON string holding JSON is unwrapped, nested objects are searched). A result
+*claims success* with ``success``/``ok: true`` or ``status: success|ok``; it *carries
+failure* with a non-zero ``exit_code`` (``exitCode``, ``returncode``, ``return_code``,
+``status_code`` >= 400) or non-empty ``stderr``.
+
+Whether the output *acknowledges* a failure is read from the model's words only: the output's
+text, or, for an output object, its text values outside the tool results it holds. An object
+whose only content is the failed tool result acknowledges nothing (its ``exit_code`` and
+``stderr`` keys are the failure, not an admission of it)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +29,7 @@ import pyarrow.compute as pc
 from evalkit.paths import parse_json
 
 __all__ = ["DEFAULT_ACK", "ToolResultCheck", "ToolSuccessMismatchConfig", "mismatches",
-           "tool_results"]
+           "split_output", "tool_results"]
 
 _SUCCESS_FLAGS = ("success", "ok", "succeeded")
 _SUCCESS_STATUS = ("success", "succeeded", "ok", "completed", "done")
@@ -29,7 +37,7 @@ _EXIT_KEYS = ("exit_code", "exitcode", "returncode", "return_code", "exit_status
 _STDERR_KEYS = ("stderr", "std_err", "error_output")
 _TOOL_ROLES = ("tool", "function", "ipython")
 _MAX_DEPTH = 6
-_SOURCES = ("context", "input")
+_SOURCES = ("context", "input", "output")
 _TOOL_ROLE_HINT = r'"role"\s*:\s*"(tool|function|ipython)"'
 DEFAULT_ACK = (r"(?i)\b(error|errors|fail|failed|failure|failing|non-zero|nonzero|exit code|"
                r"exit status|stderr|did not work|didn't work|unsuccessful|not succeed)\b")
@@ -37,7 +45,7 @@ DEFAULT_ACK = (r"(?i)\b(error|errors|fail|failed|failure|failing|non-zero|nonzer
 
 @dataclass(frozen=True)
 class ToolSuccessMismatchConfig:
-    sources: list[str] = field(default_factory=lambda: list(_SOURCES))  # context and/or input
+    sources: list[str] = field(default_factory=lambda: list(_SOURCES))  # context, input, output
     acknowledgement: str | None = DEFAULT_ACK  # regex: the output admits the failure (null: off)
     ignore_stderr: list[str] = field(default_factory=list)  # regexes of harmless stderr lines
 
@@ -103,8 +111,49 @@ def _as_object(value: Any) -> dict[str, Any] | None:
     return None
 
 
+_RESULT_KEYS = frozenset((*_SUCCESS_FLAGS, *_EXIT_KEYS, *_STDERR_KEYS, "status_code"))
+
+
+def _is_tool_result(obj: dict[str, Any]) -> bool:
+    """An object shaped like a tool result: it says whether it succeeded, or how it exited."""
+    return _claims_success(obj) or any(k in obj for k in _RESULT_KEYS)
+
+
+def split_output(output: str | None) -> tuple[list[str], str]:
+    """The tool results logged inside ``output`` (a JSON object or list; as JSON text) and
+    the model's own words: every text value outside those results, or the whole output when
+    it is not JSON."""
+    if not output or output.lstrip()[:1] not in "{[":
+        return [], output or ""
+    ok, parsed = parse_json(output)
+    if not ok or not isinstance(parsed, (dict, list)):
+        return [], output
+    results: list[str] = []
+    words: list[str] = []
+
+    def walk(node: Any, depth: int) -> None:
+        if isinstance(node, str):
+            nested = _as_object(node)
+            if nested is not None and depth < _MAX_DEPTH:
+                walk(nested, depth + 1)
+            elif node.strip():
+                words.append(node)
+        elif isinstance(node, dict):
+            if _is_tool_result(_lower_keys(node)):
+                results.append(json.dumps(node))
+            elif depth < _MAX_DEPTH:
+                for value in node.values():
+                    walk(value, depth + 1)
+        elif isinstance(node, list) and depth < _MAX_DEPTH:
+            for item in node:
+                walk(item, depth + 1)
+
+    walk(parsed, 0)
+    return results, "\n".join(words)
+
+
 def tool_results(context: list[str] | None, input_text: str | None,
-                 sources: list[str]) -> Iterator[str]:
+                 sources: list[str], output: str | None = None) -> Iterator[str]:
     """The tool results of one record, as text."""
     if "context" in sources:
         yield from (c for c in context or [] if c)
@@ -114,7 +163,9 @@ def tool_results(context: list[str] | None, input_text: str | None,
             for m in messages:
                 if isinstance(m, dict) and m.get("role") in _TOOL_ROLES:
                     content = m.get("content")
-                    yield content if isinstance(content, str) else str(content)
+                    yield content if isinstance(content, str) else json.dumps(content)
+    if "output" in sources:
+        yield from split_output(output)[0]
 
 
 def mismatches(results: list[str], ignore: list[re.Pattern[str]]) -> list[dict[str, Any]]:
@@ -143,14 +194,15 @@ class ToolResultCheck:
                  output: str | None) -> tuple[str, dict[str, Any]]:
         """``(label, details)`` for one record; label is ``no_tool_results``, ``consistent``,
         ``acknowledged`` or ``mismatch``."""
-        results = list(tool_results(context, input_text, list(self.config.sources)))
+        results = list(tool_results(context, input_text, list(self.config.sources), output))
         if not results:
             return "no_tool_results", {}
         found = mismatches(results, self.ignore)
         details = {"n_tool_results": len(results), "mismatches": found}
         if not found:
             return "consistent", details
-        if output and self.ack is not None and self.ack.search(output):
+        words = split_output(output)[1]  # the model's words, never a tool result's keys
+        if words and self.ack is not None and self.ack.search(words):
             return "acknowledged", details
         return "mismatch", details
 
@@ -166,6 +218,9 @@ class ToolResultCheck:
         if "input" in sources:
             maybe = pc.or_(maybe, pc.fill_null(
                 pc.match_substring_regex(table.column("input"), _TOOL_ROLE_HINT), False))
+        if "output" in sources:
+            maybe = pc.or_(maybe, pc.fill_null(
+                pc.match_substring_regex(table.column("output"), r"^\s*[\[{]"), False))
         idx = pc.indices_nonzero(maybe)
         rows: list[tuple[str, dict[str, Any]]] = [("no_tool_results", {})] * n
         if len(idx):

@@ -2,11 +2,12 @@
 
 Modes: ``pipeline_failure`` (not a completion at all), ``prompt_echo`` (A),
 ``fabricated_tool_api`` (B), ``tool_output_misinterpretation`` (C), ``instruction_skipping``
-(D) and ``other``. The deterministic signals decide first, in that order of precedence:
-pipeline failure, prompt echo, tool success mismatch. B, D and ``other`` need a reading of
-the task: with ``model`` set, the records no rule decides go to the LLM half
-(the ``failure_mode_llm`` judge plugin), which picks among all modes; without a model they
-are labelled ``undecided`` with the reason in ``details``.
+(D) and ``other``; ``none`` is a genuine completion with no failure mode. The deterministic
+signals decide first, in that order of precedence: pipeline failure, prompt echo, tool
+success mismatch. B, D and ``other`` need a reading of the task: with ``model`` set, the
+records no rule decides go to the LLM half (the ``failure_mode_llm`` judge plugin), which
+classifies them into B, D, ``other`` or ``none``; without a model they are ``none`` as far as
+the rules can see, and ``details.unchecked`` names the modes no rule could check.
 
 The judge labels every record it sees; which of them another judge flagged is joined in at
 metric time (``crosstab`` with ``flagged_by``), so one run can break down the flags of any
@@ -30,7 +31,8 @@ from evalkit.plugin import AsyncJudge, plugin_class
 
 MODES = ("pipeline_failure", "prompt_echo", "fabricated_tool_api",
          "tool_output_misinterpretation", "instruction_skipping", "other")
-UNDECIDED = "undecided"
+NONE = "none"  # a genuine completion in which no failure mode was found
+_RULES = ("pipeline_failure", "prompt_echo", "tool_output_misinterpretation")
 _NEEDS_LLM = ("fabricated_tool_api", "instruction_skipping", "other")
 _LLM_HALF = "failure_mode_llm"  # the judge plugin that classifies what no rule decides
 
@@ -40,8 +42,9 @@ class FailureModeConfig:
     levels: list[str] = field(default_factory=lambda: ["ERROR"])  # levels meaning failure
     echo_threshold: float = 0.9  # prompt-echo similarity at or above which A is assigned
     echo_against: list[str] = field(default_factory=lambda: ["input"])  # columns echoed
-    tool_sources: list[str] = field(default_factory=lambda: ["context", "input"])  # tool results
-    model: str | None = None  # LLM for what no rule decides (B, D, other); null: 'undecided'
+    tool_sources: list[str] = field(  # where tool results are: context, input, output
+        default_factory=lambda: ["context", "input", "output"])
+    model: str | None = None  # LLM for what no rule decides (B, D, other); null: rules only
     llm: dict[str, Any] = field(default_factory=dict)  # more failure_mode_llm settings
 
     def llm_config(self) -> Any:
@@ -64,9 +67,11 @@ class FailureModeConfig:
 
 
 class FailureModeJudge(AsyncJudge):
-    """label: the failure mode (or ``undecided``); value and ``passed`` stay null because a
-    mode is a category, not a score. ``details`` holds the signals behind the label.
-    Records set aside by a filter for another reason than a pipeline failure are skipped."""
+    """label: the failure mode, or ``none`` for a genuine completion without one (rules only:
+    none that the rules can see, with ``details.unchecked``); value and ``passed`` stay null
+    because a mode is a category, not a score. ``details`` holds the signals behind the
+    label. Records set aside by a filter for another reason than a pipeline failure are
+    skipped."""
 
     Config = FailureModeConfig
     applies_to_excluded = True
@@ -123,23 +128,26 @@ class FailureModeJudge(AsyncJudge):
                 details.append({"rule": "tool_success_mismatch", "echo_similarity":
                                 round(echo, 4), **tool_details})
                 continue
-            labels.append(UNDECIDED)
-            explanations.append("no deterministic signal; "
-                                f"{', '.join(_NEEDS_LLM)} need the LLM half")
+            labels.append(NONE)
+            explanations.append(
+                "no pipeline failure, prompt echo or tool-output misinterpretation; "
+                + ("the model reads it for the other modes" if self.llm is not None else
+                   f"{', '.join(_NEEDS_LLM)} are not checked without a model (set model)"))
             details.append({
                 "rule": None, "echo_similarity": round(echo, 4), "tool_check": tool_label,
+                "checked": list(_RULES),
+                "unchecked": [] if self.llm is not None else list(_NEEDS_LLM),
                 "why": "not a pipeline failure, echo similarity below "
                        f"{cfg.echo_threshold}, no tool result that claims success while "
-                       f"failing; {', '.join(_NEEDS_LLM)} need an LLM reading of the task "
-                       "(evalkit.judges.llm), which this judge does not run yet"})
+                       "failing unacknowledged"})
         n = table.num_rows
         return verdicts(table.column("record_id"), pa.nulls(n, pa.bool_()),
                         value=pa.nulls(n, pa.float64()), labels=labels, status=status,
                         explanation=explanations, details=details)
 
     def _undecided(self, table: pa.Table, verdict: pa.Table) -> pa.Table:
-        """The records of ``table`` that no rule decided."""
-        return table.filter(pc.fill_null(pc.equal(verdict.column("label"), UNDECIDED), False))
+        """The records of ``table`` that no rule decided (the model reads them)."""
+        return table.filter(pc.fill_null(pc.equal(verdict.column("label"), NONE), False))
 
     async def ajudge(self, table: pa.Table) -> pa.Table | list[dict[str, Any]]:
         """The deterministic verdicts; with ``model`` set, the undecided records are then
@@ -159,7 +167,8 @@ class FailureModeJudge(AsyncJudge):
             rules = json.loads(row["details"]) if row.get("details") else {}
             row.update({k: v for k, v in llm.items() if k != "details"})
             if llm["status"] != "ok":
-                row["label"] = None  # an unanswered question is not 'undecided', nor a mode
+                row["label"] = None  # an unanswered question is not 'none', nor a mode
+            rules.pop("unchecked", None)
             row["details"] = {**rules, "rule": "llm", "llm": llm.get("details")}
             row["judge_model"] = self.config.model
         return rows

@@ -34,10 +34,13 @@ def test_deterministic_modes_and_precedence():
     ])
     assert [r["label"] for r in rows] == [
         "pipeline_failure", "prompt_echo", "tool_output_misinterpretation", "prompt_echo",
-        "undecided", "undecided"]
+        "none", "none"]
     assert all(r["status"] == "ok" and r["value"] is None for r in rows)
-    undecided = json.loads(rows[4]["details"])
-    assert "need an LLM reading" in undecided["why"]
+    fine = json.loads(rows[4]["details"])
+    # rules only: a genuine output is none, and says which modes no rule could check
+    assert fine["unchecked"] == ["fabricated_tool_api", "instruction_skipping", "other"]
+    assert "not checked without a model (set model)" in rows[4]["explanation"]
+    assert "does not run yet" not in rows[4]["explanation"] + fine["why"]
     assert json.loads(rows[5]["details"])["tool_check"] == "acknowledged"
 
 
@@ -51,7 +54,7 @@ def test_excluded_for_another_reason_is_skipped():
 
 def test_thresholds_are_configurable():
     row = {"output": "Exports to CSV time out for big reports, and more words here now."}
-    assert judge([row])[0]["label"] == "undecided"
+    assert judge([row])[0]["label"] == "none"
     assert judge([row], echo_threshold=0.3)[0]["label"] == "prompt_echo"
 
 

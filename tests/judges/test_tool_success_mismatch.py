@@ -67,8 +67,37 @@ def test_ignored_stderr_lines():
 
 def test_bad_config():
     with pytest.raises(ConfigError, match="sources"):
-        instance("judges", "t", {"plugin": "tool_success_mismatch", "sources": ["output"]},
+        instance("judges", "t", {"plugin": "tool_success_mismatch", "sources": ["metadata"]},
                  "judges.t")
     with pytest.raises(ConfigError, match="acknowledgement: not a valid regex"):
         instance("judges", "t", {"plugin": "tool_success_mismatch", "acknowledgement": "("},
                  "judges.t")
+
+
+# Langfuse logs an observation's output as an object; the tool result sits inside it
+def test_a_tool_result_inside_the_output_object_is_read():
+    carried_on = {"tool_result": FAILED, "content": "Committed the fix."}
+    admitted = {"tool_result": FAILED, "content": "The commit failed: git says 'comit' is "
+                "not a command."}
+    nested = {"messages": [{"role": "assistant", "content": "Pushed."},
+                           {"role": "tool", "content": json.dumps(FAILED)}]}
+    rows = judge([{"output": json.dumps(carried_on)}, {"output": json.dumps(admitted)},
+                  {"output": json.dumps(nested)}])
+    assert [r["label"] for r in rows] == ["mismatch", "acknowledged", "mismatch"]
+    assert "exit_code=1" in rows[0]["explanation"]
+
+
+def test_the_failed_result_itself_does_not_acknowledge_its_failure():
+    # the whole object: its exit_code and stderr keys are the failure, not an admission
+    rows = judge([{"output": json.dumps(FAILED)},
+                  {"context": [json.dumps(FAILED)], "output": json.dumps(
+                      {"result": FAILED, "answer": "Done, all committed."})}])
+    assert [r["label"] for r in rows] == ["mismatch", "mismatch"]
+
+
+def test_a_plain_text_output_and_a_tool_message_object_in_input():
+    messages = [{"role": "user", "content": "commit it"},
+                {"role": "tool", "content": FAILED}]  # content logged as an object
+    rows = judge([{"input": json.dumps(messages), "output": "Committed."},
+                  {"output": "plain text, no tools"}])
+    assert [r["label"] for r in rows] == ["mismatch", "no_tool_results"]

@@ -24,7 +24,8 @@ FAILURE_MODES: dict[str, str] = {
                                      "results or context it was given",
     "instruction_skipping": "the output ignores or skips explicit instructions of the input "
                             "(required format, constraints, steps)",
-    "other": "none of the above",
+    "other": "a failure none of the above describes",
+    "none": "no failure: a genuine completion that does what the input asks",
 }
 SCOPES = ("excluded", "included", "all")
 TASK = ("You diagnose why an LLM application's output failed. Classify the record into exactly "

@@ -57,3 +57,12 @@ def test_a_model_that_answers_outside_the_taxonomy_leaves_an_error_not_a_mode(ct
         assert rows[rid]["status"] == "error" and rows[rid]["label"] is None
         assert rows[rid]["value"] is None and rows[rid]["error"]
     assert rows["echo"]["label"] == "prompt_echo"
+
+
+def test_the_model_can_call_a_genuine_output_fine(ctx, fake_llm):
+    fine = Reply(content=json.dumps({"label": "none", "explanation": "does the task"}))
+    fake_llm.push(fine, fine)
+    rows = _run(ctx, fake_llm.url)
+    assert rows["skipped_steps"]["label"] == "none"
+    assert rows["skipped_steps"]["status"] == "ok"
+    assert "unchecked" not in rows["skipped_steps"]["details"]
