@@ -104,6 +104,19 @@ def rule_based_answer(body: dict[str, Any]) -> str:
     return json.dumps(answer)
 
 
+def _echo(content: str, seen: str) -> str:
+    """``content`` with ``seen`` added to the explanation of its JSON answer (or appended)."""
+    try:
+        answer = json.loads(content)
+    except ValueError:
+        return content + seen
+    for key in ("reasoning", "explanation", "reason"):
+        if isinstance(answer, dict) and key in answer:
+            answer[key] = f"{answer[key]}{seen}"
+            return json.dumps(answer)
+    return content + seen
+
+
 def _tokens(text: str) -> list[str]:
     return re.findall(r"\d|[A-Za-z_]+|\s+|[^\w\s]", text)
 
@@ -124,6 +137,8 @@ class FakeLLMServer:
         self.answer: Callable[[dict[str, Any]], str] = rule_based_answer
         # response formats refused with a 400, as a server without structured output does
         self.refused_formats: set[str] = set()
+        # a careless server: its answers and error bodies quote the credentials it received
+        self.echo_credentials = False
         # answers every request the script does not (e.g. a FaultPlan); None: the model
         self.plan: Callable[[dict[str, Any]], Reply] | None = None
         self.in_flight = 0
@@ -177,12 +192,16 @@ class FakeLLMServer:
             if reply.reset and request.transport is not None:
                 request.transport.abort()
                 return web.Response()
+            seen = f" (you sent Authorization: {request.headers.get('Authorization')} to " \
+                f"{request.url})" if self.echo_credentials else ""
             if reply.status != 200:
                 return web.Response(status=reply.status, headers=reply.headers,
                                     text=reply.body or json.dumps(
-                                        {"error": {"message": f"fake {reply.status}"}}),
+                                        {"error": {"message": f"fake {reply.status}{seen}"}}),
                                     content_type="application/json")
             content = self.answer(body) if reply.content is None else reply.content
+            if seen:
+                content = _echo(content, seen)
             choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
                                       "message": {"role": "assistant", "content": content}}
             if body.get("logprobs"):
