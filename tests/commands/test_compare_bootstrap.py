@@ -134,7 +134,10 @@ def test_intervals_match_scipy_for_every_judged_kind(tmp_path: Path, n: int) -> 
     metrics = {"h_rate": {"plugin": "rate", "judge": "h", "threshold": 0.5, "raw": False},
                "h_mean": {"plugin": "mean", "judge": "h", "raw": False},
                "h_dist": {"plugin": "distribution", "judge": "h"},
-               "lat": {"plugin": "distribution", "column": "latency_s"}}
+               "lat": {"plugin": "distribution", "column": "latency_s"},
+               "h_x": {"plugin": "crosstab", "judge": "h", "threshold": 0.5, "by": "model",
+                       "include_excluded": False},
+               "done": {"plugin": "task_completion", "outcome": "judge:h:passed"}}
     a = write_run(tmp_path, "A", list(base), excluded, metrics, latency)
     b = write_run(tmp_path, "B", list(noisy), excluded, metrics,
                   [x * 1.1 for x in latency])
@@ -146,7 +149,9 @@ def test_intervals_match_scipy_for_every_judged_kind(tmp_path: Path, n: int) -> 
               ("h_dist.p50", of_included(lambda v: np.quantile(v, 0.5)), "value"),
               ("h_dist.std", of_included(lambda v: np.std(v, ddof=1), 2), "value"),
               ("lat", of_included(np.mean), "latency"),
-              ("lat.p50", of_included(lambda v: np.quantile(v, 0.5)), "latency")]
+              ("lat.p50", of_included(lambda v: np.quantile(v, 0.5)), "latency"),
+              ("h_x.flagged", rate_at(0.5), "value"),
+              ("done", of_included(lambda v: np.mean(v < 0.5)), "value")]
     for metric, stat, column in checks:
         row = row_of(rows, metric)
         lo, hi = scipy_interval(pa_, pb, stat, column)

@@ -70,3 +70,25 @@ def test_metrics_of_one_connection_share_a_judge_join_and_no_other(tmp_path):
     assert rate[("r.raw", "all")]["value"] == pytest.approx(0.7)
     assert mean[("m.raw", "all")]["value"] == pytest.approx((7 * 0.95 + 3 * 0.1) / 10)
     assert mean_b[("m.raw", "all")]["value"] == 0.0
+
+
+def test_an_accuracy_is_one_setting_away_and_the_row_says_what_it_counts(tmp_path):
+    # exact_match got 1 of 4 right: the default rate counts the misses (0.75), said so
+    from evalkit.judges.exact_match import ExactMatchConfig, ExactMatchJudge
+    from evalkit.results.schemas import RECORDS, conform
+
+    recs = [{"record_id": str(i), "output": out, "reference": "Paris"}
+            for i, out in enumerate(["Paris", "Lyon", "Nice", "Lille"])]
+    judged = ExactMatchJudge("exact", ExactMatchConfig(), None).judge(
+        conform(recs, RECORDS)).to_pylist()
+    judg = [{**j, "judge": "exact"} for j in judged]
+    con = connect(tmp_path, recs, judg)
+    misses = RateMetric("acc", RateConfig(judge="exact", raw=False), None)
+    (row,) = misses.compute(con)
+    assert row["value"] == 0.75 and misses.higher_is_better is False
+    assert row["details"]["what"] == ("share of judge 'exact' judgments flagged "
+                                      "(passed = false)")
+    accuracy = RateMetric("acc", RateConfig(judge="exact", raw=False, count="passed"), None)
+    (row,) = accuracy.compute(con)
+    assert row["value"] == 0.25 and accuracy.higher_is_better is True
+    assert row["details"]["what"].startswith("share of judge 'exact' judgments not flagged")
