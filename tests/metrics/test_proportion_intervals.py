@@ -43,10 +43,12 @@ def test_a_filtered_rate_of_none_flagged_has_an_honest_interval() -> None:
 
 
 def test_kappa_of_independent_ratings_is_exactly_zero() -> None:
-    # p_o = p_e = 0.5: from proportions this gave 8.86e-17
-    x = np.array([[1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 0, 0.0]])
-    y = np.array([[1, 0, 1, 0, 0, 1, 1, 0, 1, 0, 0, 1.0]])
+    # observed agreement equals chance: from proportions this gave -2.59e-16
+    x = np.array([[1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1.0]])
+    y = np.array([[0, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1.0]])
     assert cohen_kappa(x, y)[0] == 0.0
+    # one rater constant: chance agreement is all there is (3.08e-17 before)
+    assert cohen_kappa(np.array([[0.0] + [1.0] * 9]), np.zeros((1, 10)))[0] == 0.0
     rng = np.random.default_rng(0)
     a = (rng.random((200, 37)) < 0.3).astype(float)
     b = (rng.random((200, 37)) < 0.6).astype(float)
