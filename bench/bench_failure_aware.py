@@ -44,7 +44,8 @@ def load(n: int, tmp: Path) -> pa.Table:
     cfg = JsonlSourceConfig(path=str(path), record_id="id", batch_size=BATCH,
                             fields={"input_tokens": "usage.input",
                                     "output_tokens": "usage.output", "cost_usd": "cost.total"})
-    return pa.concat_tables(conform(b, RECORDS) for b in JsonlSource("s", cfg, ctx).read())
+    return pa.concat_tables(conform(b, RECORDS) for b in JsonlSource("s", cfg, ctx).read()
+                            if isinstance(b, pa.Table))  # (not its rejects)
 
 
 def timed(name: str, table: pa.Table, fn) -> None:

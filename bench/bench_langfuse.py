@@ -66,7 +66,7 @@ def _read(url: str, concurrency: int, work: Path, **options: object
                      runs_dir=work / "runs", cache_dir=work / "cache")
     source = LangfuseSource("source", cfg, ctx)
     t0, cpu0, children0 = time.perf_counter(), time.process_time(), _children_cpu()
-    rows = sum(t.num_rows for t in source.read())
+    rows = sum(t.num_rows for t in source.read() if hasattr(t, "num_rows"))  # (not rejects)
     # the page workers have exited (and been reaped) when read() ends; the fake server has not
     stats = {**source.fingerprint()["stats"], "cpu_s": time.process_time() - cpu0,
              "workers_cpu_s": _children_cpu() - children0}

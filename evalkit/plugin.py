@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,7 +29,7 @@ import pyarrow as pa
 
 from evalkit.context import RunContext
 from evalkit.judges._det import strip_code_fence, verdicts
-from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
+from evalkit.results.schemas import JUDGMENTS, METRICS, RAW_LIMIT, RECORDS, conform
 
 if TYPE_CHECKING:
     import duckdb
@@ -38,8 +39,9 @@ if TYPE_CHECKING:
     from evalkit.judges.llm._parse import ParseError, choice, number, parse_json_object, require
 
 __all__ = [
-    "JUDGMENTS", "METRICS", "RECORDS", "AsyncJudge", "Call", "Filter", "Judge", "LlmJudge",
-    "LlmJudgeConfig", "Metric", "ParseError", "RunContext", "Sink", "Source", "accounting",
+    "JUDGMENTS", "METRICS", "RECORDS", "AsyncJudge", "Call", "Filter", "ImportedScores",
+    "Judge", "JudgeResult", "LlmJudge", "LlmJudgeConfig", "Metric", "ParseError", "Reject",
+    "RunContext", "Sink", "Source", "SourceItem", "accounting",
     "check_plugin", "choice", "conform", "failed", "number", "parse_json_object",
     "plugin_class", "prompts", "require", "strip_code_fence", "verdicts",
 ]
@@ -63,18 +65,63 @@ class _Plugin:
         self.ctx = ctx
 
 
+@dataclass(frozen=True)
+class Reject:
+    """Input that could not become a record, as a source yields it: the run writes it to the
+    ``rejects`` table (with the source's name) and goes on."""
+
+    location: str  # where the input was: file:line, a page, an id
+    reason: str  # why it is not a record, and the fix when there is one
+    raw: str | None = None  # the input (not a str: its repr), cut to RAW_LIMIT characters
+
+    def __post_init__(self) -> None:
+        raw = self.raw
+        if raw is not None and not isinstance(raw, str):
+            raw = repr(raw)
+        if raw is not None and len(raw) > RAW_LIMIT:
+            raw = raw[:RAW_LIMIT] + f"… [{len(raw) - RAW_LIMIT} more characters]"
+        object.__setattr__(self, "raw", raw)
+
+
+@dataclass(frozen=True)
+class ImportedScores:
+    """Scores the input already carries (another system's judge), as a source yields them:
+    kept as judgments with ``origin='imported'``, so they are audited like evalkit's own.
+    Build it with :meth:`of`."""
+
+    table: pa.Table  # JUDGMENTS columns; run_id is filled in by the runner
+
+    @classmethod
+    def of(cls, data: pa.Table | Iterable[Mapping[str, Any]]) -> ImportedScores:
+        """From rows (or a table) with ``record_id``, ``judge`` and a ``value`` or
+        ``label`` (and any other :data:`JUDGMENTS` column)."""
+        return cls(conform(data, JUDGMENTS, {"origin": "imported", "status": "ok",
+                                              "plugin": "imported"}))
+
+
+SourceItem = pa.Table | pa.RecordBatch | Reject | ImportedScores
+"""What :meth:`Source.read` yields."""
+
+
 class Source(_Plugin):
-    """Reads the input. :meth:`read` yields record batches: tables (or record batches) holding
-    any subset of the :data:`RECORDS` columns; missing ones become null and ``run_id`` is set
-    by the runner. ``record_id`` must be stable across runs of the same input."""
+    """Reads the input. :meth:`read` yields what it reads, in input order:
+
+    - record batches: tables (or record batches) holding any subset of the :data:`RECORDS`
+      columns; missing ones become null and ``run_id`` is set by the runner. ``record_id``
+      must be stable across runs of the same input;
+    - a :class:`Reject` for input that cannot become a record (never raised, never dropped);
+    - :class:`ImportedScores` for scores the input carries, yielded before the batch that
+      holds their records (the runner writes them with that batch's judgments; a source
+      cut short by ``source.limit`` loses the scores of the records cut off).
+    """
 
     parses_beside: bool = False
     """True once :meth:`read` has started when the source parses its input on worker
     processes: the run's thread is then free, and judges that are ``thread_safe`` judge one
     batch on a thread while the run takes the next."""
 
-    def read(self) -> Iterator[pa.Table | pa.RecordBatch]:
-        """Yield record batches until the input is exhausted."""
+    def read(self) -> Iterator[SourceItem]:
+        """Yield record batches, rejects and imported scores until the input is exhausted."""
         raise NotImplementedError
 
     def fingerprint(self) -> dict[str, Any]:

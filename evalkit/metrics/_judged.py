@@ -71,10 +71,11 @@ def table_versions(con: Any) -> tuple[tuple[str, str, int], ...]:
 
 def _load(con: Any, judge: str, slice_by: list[str]) -> pa.Table:
     cols = ", ".join(slice_sql(c, "r") for c in dict.fromkeys(["excluded_by", *slice_by]))
-    # the run writes a judge's judgments in record order, one per record (the usual case):
-    # then they line up with the records by position, which costs a third of a join on
-    # record_id; whether they do is checked on every row first, by a count (handing the
-    # check's column to Arrow beside the table cost a third more than the count)
+    # the runner writes a computed judge's judgments in record order, one per record (the
+    # judge contract, evalkit.plugin.Judge, enforced in runner.judging): then they line up
+    # with the records by position, which costs a third of a join on record_id. Imported
+    # scores follow no such rule, so it is checked on every row first, by a count (handing
+    # the check's column to Arrow beside the table cost a third more than the count)
     positional = ("FROM records r POSITIONAL JOIN (SELECT record_id, value, passed, label, "
                   "status FROM judgments WHERE judge = ?) j")
     (misaligned,) = con.execute(

@@ -19,7 +19,8 @@ from evalkit._arrow import one_array, one_batch
 from evalkit.config import PluginInstance, RunConfig
 from evalkit.context import RunContext
 from evalkit.errors import EvalkitError
-from evalkit.results.schemas import METRICS, RECORDS, conform
+from evalkit.plugin import ImportedScores, Reject
+from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
 from evalkit.results.writer import RunWriter
 from evalkit.runner.alerts import evaluate_alerts, raise_on_fired
 from evalkit.runner.judging import JudgeRunner, Judging
@@ -35,6 +36,15 @@ def new_run_id() -> str:
 
 def _make(inst: PluginInstance, ctx: RunContext) -> Any:
     return inst.cls(inst.name, inst.config, ctx)
+
+
+def _imported(scores: ImportedScores, run_id: str) -> pa.Table:
+    """The scores a source imported, as judgments of this run."""
+    table = scores.table
+    if "run_id" in table.schema.names:
+        table = table.drop_columns(["run_id"])
+    return conform(table, JUDGMENTS, {"run_id": run_id, "origin": "imported", "status": "ok",
+                                      "plugin": "imported"})
 
 
 def apply_filters(table: pa.Table, filters: list[tuple[PluginInstance, Any]],
@@ -120,27 +130,37 @@ def execute(rc: RunConfig) -> RunResult:
     }
     judging = Judging(judge_runner, writer, source)
     n_excluded: dict[str, int] = {}
+    reject_rows: list[dict[str, Any]] = []
+    imported: list[pa.Table] = []  # the scores of the next batch's records
     try:
         t0 = time.perf_counter()
-        for batch in limited(source.read(), rc.source_limit, ctx):
+        for item in limited(source.read(), rc.source_limit):
+            if isinstance(item, Reject):
+                reject_rows.append({"run_id": run_id, "source": rc.source.name,
+                                    "location": item.location, "reason": item.reason,
+                                    "raw": item.raw})
+                continue
+            if isinstance(item, ImportedScores):
+                if item.table.num_rows:
+                    imported.append(_imported(item, run_id))
+                continue
             timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t0
-            table = conform(batch, RECORDS, {"run_id": run_id})
+            table = conform(item, RECORDS, {"run_id": run_id})
             table = apply_filters(table, filters, timings)
             vc = pc.value_counts(one_array(table.column("excluded_by")))
-            for item in vc.to_pylist():
-                if item["values"] is not None:
-                    n_excluded[item["values"]] = n_excluded.get(item["values"], 0) + \
-                        item["counts"]
+            for count in vc.to_pylist():
+                if count["values"] is not None:
+                    n_excluded[count["values"]] = n_excluded.get(count["values"], 0) + \
+                        count["counts"]
             t1 = time.perf_counter()
             writer.add_records(table)
             timings["write"] = timings.get("write", 0.0) + time.perf_counter() - t1
-            judging.submit(table, list(ctx.imported))
-            ctx.imported.clear()
+            judging.submit(table, imported)
+            imported = []
             t0 = time.perf_counter()
         judging.finish()
-        for part in ctx.imported:
+        for part in imported:
             writer.add_judgments(part)
-        ctx.imported.clear()
         writer.finish_records()
         timings.update(judge_runner.timings)
 
@@ -151,7 +171,7 @@ def execute(rc: RunConfig) -> RunResult:
         metrics = pa.concat_tables(metric_tables) if metric_tables else METRICS.empty_table()
         metrics = writer.write_table("metrics", metrics)
         alerts = writer.write_table("alerts", evaluate_alerts(rc, metrics, run_id))
-        rejects = writer.write_table("rejects", [{"run_id": run_id, **r} for r in ctx.rejects])
+        rejects = writer.write_table("rejects", reject_rows)
         timings["metrics"] = time.perf_counter() - t0
     except BaseException as exc:
         judging.close()  # (before the files it would write to go)
@@ -180,7 +200,7 @@ def execute(rc: RunConfig) -> RunResult:
         duration_s=round(time.perf_counter() - t_start, 4),
         n_records=writer.n_records,
         n_excluded=sum(n_excluded.values()),
-        n_rejects=len(ctx.rejects),
+        n_rejects=len(reject_rows),
         n_judgments=writer.n_judgments,
         judge_cost_usd=cost,
         judge_calls_unpriced=unpriced,

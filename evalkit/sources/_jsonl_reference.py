@@ -6,27 +6,26 @@ them). It is not used by runs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
-import pyarrow as pa
 
-from evalkit.context import RunContext
+from evalkit.plugin import SourceItem
 from evalkit.sources._input import bounded_line, decode_problem, head_text, open_input
 from evalkit.sources._mapping import Where, batches
 from evalkit.sources.files import FileSourceConfig, builder_for, resolve_paths
 
 
-def read_plainly(name: str, config: FileSourceConfig, ctx: RunContext) -> Iterator[pa.Table]:
-    """The records of the files ``config.path`` names, ``batch_size`` at a time; rejects and
-    imported scores go to ``ctx`` as the fast reader's do."""
-    builder = builder_for(name, config, ctx)
-    yield from batches(builder, _objects(name, config, ctx), config.batch_size)
+def read_plainly(name: str, config: FileSourceConfig) -> Iterator[SourceItem]:
+    """The records of the files ``config.path`` names, ``batch_size`` at a time, with the
+    rejects and imported scores, as the fast reader yields them."""
+    builder = builder_for(name, config)
+    yield from batches(builder, _objects(config, builder.reject), config.batch_size)
 
 
-def _objects(name: str, config: FileSourceConfig, ctx: RunContext) -> Iterator[tuple[Any,
-                                                                                      Where]]:
+def _objects(config: FileSourceConfig,
+             reject: Callable[..., None]) -> Iterator[tuple[Any, Where]]:
     limit = config.max_line_bytes
     for path in resolve_paths(config.path, "JSONL"):
         ref = (str(path), path.name)
@@ -39,21 +38,21 @@ def _objects(name: str, config: FileSourceConfig, ctx: RunContext) -> Iterator[t
                 lineno += 1
                 where = f"{path}:{lineno}"
                 if length > limit:
-                    ctx.reject(name, where, f"line of {length:,} bytes is over "
-                               f"source.max_line_bytes ({limit:,}); it was skipped, not read "
-                               "(raise source.max_line_bytes to read it)", head_text(line))
+                    reject(where, f"line of {length:,} bytes is over "
+                           f"source.max_line_bytes ({limit:,}); it was skipped, not read "
+                           "(raise source.max_line_bytes to read it)", head_text(line))
                     continue
                 if source.fault and not line.endswith(b"\n"):  # cut short by the damage
-                    ctx.reject(name, where, source.fault_message(), head_text(line))
+                    reject(where, source.fault_message(), head_text(line))
                     cut_short = True
                     break
                 try:
                     obj = orjson.loads(line)
                 except orjson.JSONDecodeError as exc:
                     if line.strip():
-                        ctx.reject(name, where, decode_problem(line, exc),
-                                   line.decode("utf-8", "backslashreplace"))
+                        reject(where, decode_problem(line, exc),
+                               line.decode("utf-8", "backslashreplace"))
                     continue
                 yield obj, (ref, lineno)
             if source.fault and not cut_short:  # the damage came after a whole line
-                ctx.reject(name, f"{path}:{lineno + 1}", source.fault_message())
+                reject(f"{path}:{lineno + 1}", source.fault_message())

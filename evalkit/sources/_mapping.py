@@ -23,9 +23,9 @@ from msgspec.structs import astuple
 
 from evalkit._gc import gc_paused
 from evalkit._time import iso_time
-from evalkit.context import RunContext
 from evalkit.errors import ConfigError
 from evalkit.paths import getter, parts_of, walk
+from evalkit.plugin import ImportedScores, Reject
 from evalkit.results.schemas import RECORDS, json_text
 
 # columns a source may fill (the rest belong to the runner and the filters)
@@ -336,7 +336,7 @@ class RecordBuilder:
     """Collects parsed rows and turns them into record tables, rejecting what cannot become a
     record (with its location) and importing the scores the rows carry."""
 
-    def __init__(self, source: str, ctx: RunContext, fields: Mapping[str, str],
+    def __init__(self, source: str, fields: Mapping[str, str],
                  required: list[str], record_id: str | None, scores: Mapping[str, str],
                  scores_list: str | None, extra_to_metadata: bool) -> None:
         for key, col in [("fields", c) for c in fields] + [("required", c) for c in required]:
@@ -344,7 +344,9 @@ class RecordBuilder:
                 raise ConfigError(f"source.{key}: '{col}' is not a record column; record "
                                   f"columns: {', '.join(MAPPABLE)}")
         self.source = source
-        self.ctx = ctx
+        # what the rows gave besides records, in input order, until the caller takes them
+        self.rejects: list[Reject] = []
+        self.imported: list[ImportedScores] = []
         mapping = {c: c for c in MAPPABLE if c not in ("record_id", "source")}
         mapping.update(fields)
         if record_id is not None:
@@ -384,11 +386,21 @@ class RecordBuilder:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def reject(self, where: str, reason: str, raw: Any = None) -> None:
+        """Input at ``where`` (``path:line``) that cannot become a record."""
+        self.rejects.append(Reject(where, reason, raw))
+
+    def taken(self) -> list[Reject | ImportedScores]:
+        """The rejects and imported scores gathered so far, which the builder forgets."""
+        items: list[Reject | ImportedScores] = [*self.rejects, *self.imported]
+        self.rejects, self.imported = [], []
+        return items
+
     def add(self, obj: Any, where: Where) -> None:
         """One parsed input row and where it came from (file, line)."""
         if not isinstance(obj, dict):
-            self.ctx.reject(self.source, location(where),
-                            f"expected a JSON object, got {type(obj).__name__}", json_text(obj))
+            self.reject(location(where), f"expected a JSON object, got {type(obj).__name__}",
+                        json_text(obj))
             return
         self.rows.append(obj)
         self.wheres.append(where)
@@ -527,10 +539,12 @@ class RecordBuilder:
         table = pa.table(arrays)
         if bad:
             for i, reason in sorted(bad.items()):
-                self.ctx.reject(self.source, location(self.wheres[i]), reason, self._raw(i))
+                self.reject(location(self.wheres[i]), reason, self._raw(i))
             table = table.filter(pa.array([i not in bad for i in range(n)]))
         if imported:
-            self.ctx.import_judgments(imported)
+            scores = ImportedScores.of(imported)
+            if scores.table.num_rows:
+                self.imported.append(scores)
         # where each row of the table came from, for a caller that checks ids across builders
         self.kept = [w for i, w in enumerate(self.wheres) if i not in bad] if bad else \
             self.wheres
@@ -652,9 +666,9 @@ class RecordBuilder:
 
 
 def batches(builder: RecordBuilder, rows: Iterator[tuple[Any, Where]],
-            batch_size: int) -> Iterator[pa.Table]:
+            batch_size: int) -> Iterator[pa.Table | Reject | ImportedScores]:
     """Feed ``(row, where)`` items to ``builder``; yield a table every ``batch_size`` rows and
-    at the end.
+    at the end, each after the rejects and imported scores gathered until then.
 
     The cyclic garbage collector is paused while a batch is parsed: the parsed rows hold no
     cycles, and with tens of thousands of live dicts its passes cost more than the parsing."""
@@ -668,6 +682,7 @@ def batches(builder: RecordBuilder, rows: Iterator[tuple[Any, Where]],
                     done = False
                     break
             table = builder.flush()
+        yield from builder.taken()
         if table is not None:
             yield table
         if done:

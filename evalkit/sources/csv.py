@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
-from evalkit.plugin import Source
+from evalkit.plugin import Source, SourceItem
 from evalkit.sources._input import Input, head_text, open_input
 from evalkit.sources._mapping import Where, batches
 from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
 Note = tuple[int, str, str | None]  # (line, reason, raw) of a line the reader could not take
+Rejecter = Callable[..., None]  # (location, reason, raw=None): input that is not a record
 
 
 def _lines(source: Input, limit: int, notes: list[Note]) -> Iterator[str]:
@@ -93,7 +92,7 @@ class CsvSource(Source):
     def fingerprint(self) -> dict[str, Any]:
         return fingerprint(self.paths)
 
-    def _rows(self) -> Iterator[tuple[Any, Where]]:
+    def _rows(self, reject: Rejecter) -> Iterator[tuple[Any, Where]]:
         for path in self.paths:
             ref = (str(path), path.name)
             with open_input(path) as source:
@@ -101,7 +100,7 @@ class CsvSource(Source):
                 reader = csv.reader(_lines(source, self.config.max_line_bytes, notes))
                 header = _header(path, next(reader, None))
                 if header is None:
-                    self._noted(path, notes, None)
+                    self._noted(path, notes, None, reject)
                     continue
                 line = reader.line_num
                 while True:
@@ -114,43 +113,44 @@ class CsvSource(Source):
                         line = reader.line_num
                         why = "a cell is over source.max_line_bytes (an unclosed quote?)" \
                             if "field limit" in str(exc) else f"not CSV: {exc}"
-                        self.ctx.reject(self.name, f"{path}:{start}", why)
+                        reject(f"{path}:{start}", why)
                         continue
                     line = reader.line_num
-                    if self._noted(path, notes, line):  # the row holds a line not read
+                    if self._noted(path, notes, line, reject):  # the row holds a line not read
                         continue
-                    row = self._row(path, header, cells, start)
+                    row = self._row(path, header, cells, start, reject)
                     if row is not None:
                         yield row, (ref, start)
-                self._noted(path, notes, None)
+                self._noted(path, notes, None, reject)
 
-    def _noted(self, path: Path, notes: list[Note], upto: int | None) -> bool:
+    def _noted(self, path: Path, notes: list[Note], upto: int | None,
+               reject: Rejecter) -> bool:
         """Reject the noted lines up to line ``upto`` (all: ``None``); say whether the row
         ending there holds one of them."""
         held = False
         while notes and (upto is None or notes[0][0] <= upto):
             number, reason, raw = notes.pop(0)
-            self.ctx.reject(self.name, f"{path}:{number}", reason, raw)
+            reject(f"{path}:{number}", reason, raw)
             held = held or upto is not None
         return held
 
-    def _row(self, path: Path, header: list[str], cells: list[str],
-             start: int) -> dict[str, Any] | None:
+    def _row(self, path: Path, header: list[str], cells: list[str], start: int,
+             reject: Rejecter) -> dict[str, Any] | None:
         location = f"{path}:{start}"
         joined = ",".join(cells)
         if any("\udc80" <= ch <= "\udcff" for ch in joined):
-            self.ctx.reject(self.name, location, "not UTF-8; re-encode the file as UTF-8",
+            reject(location, "not UTF-8; re-encode the file as UTF-8",
                             joined.encode("utf-8", "surrogateescape")
                             .decode("utf-8", "backslashreplace"))
             return None
         if not any(cells):
             return None
         if len(cells) != len(header):
-            self.ctx.reject(self.name, location, f"expected {len(header)} cells (the "
+            reject(location, f"expected {len(header)} cells (the "
                             f"header's), got {len(cells)}", joined)
             return None
         return {k: (v or None) for k, v in zip(header, cells, strict=True)}
 
-    def read(self) -> Iterator[pa.Table]:
-        yield from batches(builder_for(self.name, self.config, self.ctx), self._rows(),
-                           self.config.batch_size)
+    def read(self) -> Iterator[SourceItem]:
+        builder = builder_for(self.name, self.config)
+        yield from batches(builder, self._rows(builder.reject), self.config.batch_size)

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.sources._mapping import RecordBuilder
 
@@ -62,6 +61,6 @@ def fingerprint(paths: list[Path]) -> dict[str, Any]:
     return out
 
 
-def builder_for(name: str, cfg: FileSourceConfig, ctx: RunContext) -> RecordBuilder:
-    return RecordBuilder(name, ctx, cfg.fields, list(cfg.required), cfg.record_id,
+def builder_for(name: str, cfg: FileSourceConfig) -> RecordBuilder:
+    return RecordBuilder(name, cfg.fields, list(cfg.required), cfg.record_id,
                          cfg.scores, cfg.scores_list, cfg.extra_to_metadata)

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import pairwise, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,7 +28,7 @@ from evalkit._fork import can_fork, lower_priority, start_method
 from evalkit._gc import gc_paused
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
-from evalkit.plugin import Source
+from evalkit.plugin import ImportedScores, Reject, Source, SourceItem
 from evalkit.results.schemas import json_text
 from evalkit.sources._input import (
     HEAD,
@@ -72,7 +72,7 @@ FIRST_READ = 1 << 20
 # what mapping one chunk gives back: the records, the line of each (a range when no line of
 # the chunk was left out), and the chunk's rejects and imported judgments (ids are unique
 # within the chunk, not yet across chunks)
-Mapped = tuple[pa.Table | None, Sequence[int], list[dict[str, Any]], list[pa.Table]]
+Mapped = tuple[pa.Table | None, Sequence[int], list[Reject], list[pa.Table]]
 
 
 class Chunk(NamedTuple):
@@ -111,14 +111,12 @@ def _pieces(data: bytes, first: int) -> Iterator[tuple[bytes, int, int]]:
         start, first = end, first + n
 
 
-def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef,
-              chunk: Chunk) -> Mapped:
+def map_chunk(name: str, config: FileSourceConfig, ref: FileRef, chunk: Chunk) -> Mapped:
     """Parse and map the lines of ``chunk`` (of file ``ref``), piece by piece. Runs in a
-    worker process or in the run's own; ``ctx`` only collects this chunk's rejects and
-    imports. Ids are checked across the pieces by the one builder. The pieces' lines must
-    be the chunk's: a worker reads a plain file's chunk itself, after it was counted."""
-    ctx = replace(ctx, rejects=[], imported=[])
-    builder = builder_for(name, config, ctx)
+    worker process or in the run's own; its rejects and imported scores come back with it.
+    Ids are checked across the pieces by the one builder. The pieces' lines must be the
+    chunk's: a worker reads a plain file's chunk itself, after it was counted."""
+    builder = builder_for(name, config)
     add, loads = builder.add, orjson.loads
     tables: list[pa.Table] = []
     kept: list[Sequence[int]] = []  # the lines of each piece's records
@@ -133,8 +131,8 @@ def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef
                         obj = loads(line)
                     except orjson.JSONDecodeError as exc:
                         if line.strip():
-                            ctx.reject(name, f"{ref[0]}:{lineno}", decode_problem(line, exc),
-                                       line.decode("utf-8", "backslashreplace"))
+                            builder.reject(f"{ref[0]}:{lineno}", decode_problem(line, exc),
+                                           line.decode("utf-8", "backslashreplace"))
                         continue
                     add(obj, (ref, lineno))
             table = builder.flush()
@@ -145,7 +143,7 @@ def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef
         raise SourceError(f"{ref[0]} changed while it was read ({counted} lines where "
                           f"{chunk.lines} were counted); read it once it is complete")
     if not tables:
-        return None, [], ctx.rejects, ctx.imported
+        return None, [], builder.rejects, [s.table for s in builder.imported]
     # one table of one chunk per column, as the run's process takes it (a copy here, on a
     # worker, rather than there)
     table = tables[0] if len(tables) == 1 else \
@@ -154,7 +152,7 @@ def map_chunk(name: str, config: FileSourceConfig, ctx: RunContext, ref: FileRef
         all(a.stop == b.start for a, b in pairwise(kept))
     lines: Sequence[int] = range(kept[0][0], kept[-1][-1] + 1) if whole else \
         [n for part in kept for n in part]
-    return table, lines, ctx.rejects, ctx.imported
+    return table, lines, builder.rejects, [s.table for s in builder.imported]
 
 
 def _line_numbers(kept: Sequence[Where]) -> Sequence[int]:
@@ -165,14 +163,13 @@ def _line_numbers(kept: Sequence[Where]) -> Sequence[int]:
     return [w[1] for w in kept]
 
 
-_WORKER: tuple[str, FileSourceConfig, RunContext] | None = None
+_WORKER: tuple[str, FileSourceConfig] | None = None
 _TRANSFER: str | None = None  # the directory a worker writes its tables to (see _put)
 
 
-def _start_worker(name: str, config: FileSourceConfig, ctx: RunContext,
-                  transfer: str | None = None) -> None:
+def _start_worker(name: str, config: FileSourceConfig, transfer: str | None = None) -> None:
     global _WORKER, _TRANSFER
-    _WORKER, _TRANSFER = (name, config, ctx), transfer
+    _WORKER, _TRANSFER = (name, config), transfer
     lower_priority()
 
 
@@ -193,7 +190,7 @@ def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped | Sent:
 
 # how a worker hands a chunk's table back: the table itself (pickled through the pipe), or
 # the path of the file it wrote it to (see _put)
-Sent = tuple[pa.Table | str | None, Sequence[int], list[dict[str, Any]], list[pa.Table]]
+Sent = tuple[pa.Table | str | None, Sequence[int], list[Reject], list[pa.Table]]
 
 
 def _transfer_dir() -> str:
@@ -363,8 +360,7 @@ class JsonlSource(Source):
         self.parses_beside = bool(workers)
         if not workers:
             for chunk in self._chunks():
-                yield chunk, map_chunk(self.name, self.config, self.ctx, refs[chunk.index],
-                                       chunk)
+                yield chunk, map_chunk(self.name, self.config, refs[chunk.index], chunk)
             return
         import multiprocessing  # here: a run without workers does not pay the imports
         from concurrent.futures import Future, ProcessPoolExecutor
@@ -373,9 +369,7 @@ class JsonlSource(Source):
         transfer = _transfer_dir()
         try:
             pool = ProcessPoolExecutor(workers, mp_context=mp, initializer=_start_worker,
-                                       initargs=(self.name, self.config,
-                                                 replace(self.ctx, rejects=[], imported=[]),
-                                                 transfer))
+                                       initargs=(self.name, self.config, transfer))
             pending: deque[tuple[Chunk, Future[Sent]]] = deque()
             try:
                 for chunk in self._chunks(with_data=False):
@@ -393,40 +387,42 @@ class JsonlSource(Source):
         finally:  # the files of chunks never taken (a failed worker, a read stopped early)
             shutil.rmtree(transfer, ignore_errors=True)
 
-    def read(self) -> Iterator[pa.Table]:
+    def read(self) -> Iterator[SourceItem]:
         seen = SeenIds()
         for chunk, (table, kept, rejects, imported) in self._mapped():
             for where, reason, raw in chunk.notes:
-                self.ctx.reject(self.name, where, reason, raw)
-            self.ctx.rejects.extend(rejects)
+                yield Reject(where, reason, raw)
+            yield from rejects
             if table is not None:
-                table, imported = self._admit(table, kept, imported, seen, chunk)
-            self.ctx.imported.extend(imported)
+                table, imported, duplicates = self._admit(table, kept, imported, seen, chunk)
+                yield from duplicates
+            for scores in imported:
+                yield ImportedScores(scores)
             if table is not None and table.num_rows:
                 yield table
 
     def _admit(self, table: pa.Table, kept: Sequence[int], imported: list[pa.Table],
-               seen: SeenIds, chunk: Chunk) -> tuple[pa.Table, list[pa.Table]]:
+               seen: SeenIds, chunk: Chunk) -> tuple[pa.Table, list[pa.Table], list[Reject]]:
         """The rows of a chunk whose ids no earlier chunk had (and those rows' imports); the
         others are rejected as duplicates, as within a chunk."""
         ids, index = table.column("record_id").to_pylist(), chunk.index
         ref: FileRef = (str(self.paths[index]), self.paths[index].name)
         if seen.add_new(ids, zip(repeat(ref), kept)):  # the usual chunk: one set update
-            return table, imported
+            return table, imported, []
         first = seen.first_met()
         keep, dups, lines = [], [], _chunk_bytes(self.paths[index], chunk).split(b"\n")
+        rejects = []
         for rid, line in zip(ids, kept, strict=True):  # (no id twice within a chunk)
             earlier = first.get(rid)
             keep.append(earlier is None)
             if earlier is None:
                 continue
             dups.append(rid)
-            self.ctx.reject(self.name, location((ref, line)),
-                            duplicate_id(rid, location(earlier)),
-                            json_text(orjson.loads(lines[line - chunk.first])))
+            rejects.append(Reject(location((ref, line)), duplicate_id(rid, location(earlier)),
+                                  json_text(orjson.loads(lines[line - chunk.first]))))
         seen.record([r for r, k in zip(ids, keep, strict=True) if k],
                     [(ref, line) for line, k in zip(kept, keep, strict=True) if k])
         gone = pa.array(dups, pa.string())
         imported = [t.filter(pc.invert(pc.is_in(t.column("record_id"), value_set=gone)))
                     for t in imported]
-        return table.filter(pa.array(keep)), imported
+        return table.filter(pa.array(keep)), imported, rejects

@@ -26,9 +26,10 @@ from fake_server import (  # noqa: E402
     parse,
 )
 
-from evalkit.context import RunContext  # noqa: E402
+from evalkit.context import RunContext
 from evalkit.results.schemas import RECORDS, conform  # noqa: E402
 from evalkit.sources.langfuse import LangfuseSource, LangfuseSourceConfig  # noqa: E402
+from evalkit.testing import SourceRead, read_source  # noqa: E402
 
 WINDOW = (datetime(2026, 5, 1, tzinfo=timezone.utc), datetime(2026, 5, 2, tzinfo=timezone.utc))
 FROM, TO = "2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z"
@@ -67,13 +68,13 @@ def fake_v4(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLangfuse]:
 class Read:
     """What one read produced."""
 
-    def __init__(self, source: LangfuseSource, tables: list[pa.Table], ctx: RunContext) -> None:
+    def __init__(self, source: LangfuseSource, got: SourceRead) -> None:
         self.source = source
-        self.batches = tables
-        self.records = pa.concat_tables([conform(t, RECORDS) for t in tables]) if tables \
-            else RECORDS.empty_table()
-        self.rejects = ctx.rejects
-        self.imported = pa.concat_tables(ctx.imported).to_pylist() if ctx.imported else []
+        self.batches = got.batches
+        self.records = pa.concat_tables([conform(t, RECORDS) for t in got.batches]) \
+            if got.batches else RECORDS.empty_table()
+        self.rejects = got.reject_rows
+        self.imported = got.scores
         self.fingerprint = source.fingerprint()
 
     def by_id(self) -> dict[str, dict[str, Any]]:
@@ -106,6 +107,5 @@ def make_source(tmp_path: Path, experiment: str = "lf", **overrides: Any
 
 def read_all(tmp_path: Path, **overrides: Any) -> Read:
     """Run the source to the end with ``overrides`` on a default config (the test window)."""
-    source, ctx = make_source(tmp_path, **overrides)
-    tables = list(source.read())
-    return Read(source, tables, ctx)
+    source, _ = make_source(tmp_path, **overrides)
+    return Read(source, read_source(source.read()))

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from evalkit.context import RunContext
+from evalkit.plugin import SourceItem
 from evalkit.sources._jsonl_reference import read_plainly
 from evalkit.sources.csv import CsvSource
 from evalkit.sources.files import FileSourceConfig
 from evalkit.sources.jsonl import JsonlSource, JsonlSourceConfig
+from evalkit.testing import read_source
 
 Read = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
 
@@ -26,26 +29,23 @@ def _line(reject: dict[str, Any]) -> tuple[str, int]:
     return where, int(line)
 
 
-def _collect(tables: list[pa.Table], ctx: RunContext) -> Read:
-    records = pa.concat_tables(tables).to_pylist() if tables else []
-    rejects = sorted(ctx.rejects, key=_line)
-    imported = [row for t in ctx.imported for row in t.to_pylist()]
-    return records, rejects, imported
+def _collect(items: Iterable[SourceItem]) -> Read:
+    got = read_source(items)
+    records = pa.concat_tables(got.batches).to_pylist() if got.batches else []
+    return records, sorted(got.reject_rows, key=_line), got.scores
 
 
 def read_jsonl(path: Path | str, tmp: Path, **options: Any) -> Read:
     """Records, rejects (in file order) and imported scores of a run's read."""
     ctx = context(tmp)
     source = JsonlSource("s", JsonlSourceConfig(path=str(path), **options), ctx)
-    return _collect(list(source.read()), ctx)
+    return _collect(source.read())
 
 
 def read_jsonl_plainly(path: Path | str, tmp: Path, **options: Any) -> Read:
     """The same, read by the plain reference reader (one line at a time)."""
     options.pop("workers", None)
-    ctx = context(tmp)
-    return _collect(list(read_plainly("s", FileSourceConfig(path=str(path), **options), ctx)),
-                    ctx)
+    return _collect(read_plainly("s", FileSourceConfig(path=str(path), **options)))
 
 
 def read_jsonl_checked(path: Path | str, tmp: Path, **options: Any) -> Read:
@@ -58,4 +58,4 @@ def read_jsonl_checked(path: Path | str, tmp: Path, **options: Any) -> Read:
 def read_csv(path: Path | str, tmp: Path, **options: Any) -> Read:
     ctx = context(tmp)
     source = CsvSource("s", FileSourceConfig(path=str(path), **options), ctx)
-    return _collect(list(source.read()), ctx)
+    return _collect(source.read())

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from evalkit.context import RunContext
+from evalkit.testing import SourceRead, read_source
 
 
 @pytest.fixture
@@ -14,6 +15,11 @@ def ctx(tmp_path: Path) -> RunContext:
                       runs_dir=tmp_path, cache_dir=tmp_path / "cache")
 
 
+def read(source) -> SourceRead:
+    """Everything one read of ``source`` yields."""
+    return read_source(source.read())
+
+
 def read_all(source) -> pa.Table:
-    tables = list(source.read())
-    return pa.concat_tables(tables) if tables else pa.table({})
+    """The records of one read of ``source``."""
+    return read(source).table

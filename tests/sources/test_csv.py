@@ -8,7 +8,7 @@ from pathlib import Path
 from evalkit.context import RunContext
 from evalkit.sources.csv import CsvSource
 from evalkit.sources.files import FileSourceConfig
-from tests.sources.conftest import read_all
+from tests.sources.conftest import read
 
 
 def test_csv_mapping_and_rejects(tmp_path: Path, ctx: RunContext) -> None:
@@ -22,12 +22,13 @@ def test_csv_mapping_and_rejects(tmp_path: Path, ctx: RunContext) -> None:
         b'5,,"{""text"": ""z""}",2,plain passage\n'
     )
     cfg = FileSourceConfig(path=str(path), record_id="id", fields={"output": "response.text"})
-    rows = read_all(CsvSource("c", cfg, ctx)).to_pylist()
+    got = read(CsvSource("c", cfg, ctx))
+    rows = got.table.to_pylist()
     assert [r["record_id"] for r in rows] == ["1", "5"]
     assert rows[0]["output"] == "hello, world" and rows[0]["latency_s"] == 0.25
     assert rows[0]["context"] == ["p1", "p2"] and rows[1]["context"] == ["plain passage"]
     assert rows[1]["model"] is None
-    reasons = {r["location"].rsplit(":", 1)[1]: r["reason"] for r in ctx.rejects}
+    reasons = {r["location"].rsplit(":", 1)[1]: r["reason"] for r in got.reject_rows}
     assert "expected a number" in reasons["3"]
     assert "expected 5 cells" in reasons["4"]
     assert reasons["5"].startswith("not UTF-8")

@@ -16,7 +16,7 @@ from evalkit._fork import can_fork
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError, SourceError
 from evalkit.sources.jsonl import JsonlSource, JsonlSourceConfig
-from tests.sources.conftest import read_all
+from tests.sources.conftest import read, read_all
 
 
 def _write(path: Path, lines: list[str | bytes]) -> Path:
@@ -36,13 +36,14 @@ def test_nested_mapping_types_and_metadata(tmp_path: Path, ctx: RunContext) -> N
     cfg = JsonlSourceConfig(path=str(path), record_id="id",
                            fields={"input_tokens": "usage.input", "output": "output.completion",
                                    "output_tokens": "usage.output"})
-    (row,) = read_all(JsonlSource("src", cfg, ctx)).to_pylist()
+    got = read(JsonlSource("src", cfg, ctx))
+    (row,) = got.table.to_pylist()
     assert row["record_id"] == "a" and row["source"] == "src"
     assert row["output"] == "hi" and row["input_tokens"] == 12 and row["output_tokens"] == 3
     assert row["timestamp"].isoformat() == "2026-01-02T03:04:05+00:00"
     assert row["context"] == ["p1", '{"doc":2}']
     assert json.loads(row["metadata"]) == {"team": "x"}
-    assert ctx.rejects == []
+    assert got.rejects == []
 
 
 def test_columns_and_extras_across_row_shapes_in_one_batch(tmp_path: Path,
@@ -91,10 +92,11 @@ def test_bad_lines_are_rejected_with_location_and_the_rest_is_read(
     ]
     path = _write(tmp_path / "bad.jsonl", lines)
     cfg = JsonlSourceConfig(path=str(path), record_id="id", required=["model"])
-    table = read_all(JsonlSource("s", cfg, ctx))
+    got = read(JsonlSource("s", cfg, ctx))
+    table = got.table
     assert table.column("record_id").to_pylist() == ["1", "9"]
     assert table.column("latency_s").to_pylist() == [None, 1.5]  # numeric strings coerce
-    reasons = {r["location"].rsplit(":", 1)[1]: r["reason"] for r in ctx.rejects}
+    reasons = {r.location.rsplit(":", 1)[1]: r.reason for r in got.rejects}
     assert set(reasons) == {"2", "3", "4", "5", "6", "8", "9"}  # line 7 is blank
     assert reasons["2"].startswith("malformed JSON")
     assert reasons["3"].startswith("not UTF-8")
@@ -103,7 +105,7 @@ def test_bad_lines_are_rejected_with_location_and_the_rest_is_read(
     assert "expected a JSON object, got list" in reasons["6"]
     assert "duplicate record id '1' (first seen at" in reasons["8"]
     assert "field 'timestamp'" in reasons["9"] and "ISO-8601" in reasons["9"]
-    assert all(r["location"].startswith(str(path)) for r in ctx.rejects)
+    assert all(r.location.startswith(str(path)) for r in got.rejects)
 
 
 def test_gzip_and_globs(tmp_path: Path, ctx: RunContext) -> None:
@@ -119,9 +121,9 @@ def test_batches_split_and_ids_stay_unique_across_them(tmp_path: Path, ctx: RunC
     lines = [json.dumps({"id": str(i % 7), "output": "o"}) for i in range(20)]
     cfg = JsonlSourceConfig(path=str(_write(tmp_path / "a.jsonl", lines)), record_id="id",
                            batch_size=3)
-    tables = list(JsonlSource("s", cfg, ctx).read())
-    assert len(tables) > 2
-    assert sum(t.num_rows for t in tables) == 7 and len(ctx.rejects) == 13
+    got = read(JsonlSource("s", cfg, ctx))
+    assert len(got.batches) > 2
+    assert sum(t.num_rows for t in got.batches) == 7 and len(got.rejects) == 13
 
 
 def test_configuration_errors(tmp_path: Path, ctx: RunContext) -> None:
@@ -147,12 +149,12 @@ def test_imported_label_only_score_and_empty_score(tmp_path: Path, ctx: RunConte
              json.dumps({"id": "b", "output": "y", "scores": [{"name": "Tone"}]})]
     cfg = JsonlSourceConfig(path=str(_write(tmp_path / "s.jsonl", lines)), record_id="id",
                            scores_list="scores")
-    table = read_all(JsonlSource("s", cfg, ctx))
-    assert table.column("record_id").to_pylist() == ["a"]
-    (imported,) = ctx.imported
+    got = read(JsonlSource("s", cfg, ctx))
+    assert got.table.column("record_id").to_pylist() == ["a"]
+    (imported,) = got.imported
     assert imported.select(["record_id", "judge", "label", "value"]).to_pylist() == \
         [{"record_id": "a", "judge": "Tone", "label": "polite", "value": None}]
-    assert "neither a value nor a label" in ctx.rejects[0]["reason"]
+    assert "neither a value nor a label" in got.rejects[0].reason
 
 
 def test_deep_paths_walk_lists_and_json_text(tmp_path: Path, ctx: RunContext) -> None:
@@ -172,12 +174,11 @@ def _read(path: Path, ctx: RunContext, **options: Any) -> tuple[list[dict[str, A
                                                                 list[dict[str, Any]],
                                                                 list[dict[str, Any]]]:
     """Records, rejects (in file order) and imported judgments of one read."""
-    ctx.rejects.clear()
-    ctx.imported.clear()
     cfg = JsonlSourceConfig(path=str(path), **options)
-    records = read_all(JsonlSource("s", cfg, ctx)).to_pylist()
-    rejects = sorted(ctx.rejects, key=lambda r: int(r["location"].rsplit(":", 1)[1]))
-    imported = [row for t in ctx.imported for row in t.to_pylist()]
+    got = read(JsonlSource("s", cfg, ctx))
+    records = got.table.to_pylist()
+    rejects = sorted(got.reject_rows, key=lambda r: int(r["location"].rsplit(":", 1)[1]))
+    imported = got.scores
     return records, rejects, imported
 
 
@@ -614,8 +615,7 @@ def test_a_chunk_mapped_in_pieces_gives_what_one_piece_gives(tmp_path: Path, ctx
     (chunk,) = JsonlSource("s", cfg, ctx)._chunks()
     monkeypatch.setattr(jsonl, "PIECE_BYTES", 300)
     typed = _spy_typed(monkeypatch)
-    table, lines, rejects, imported = jsonl.map_chunk("s", cfg, ctx, (str(path), "a.jsonl"),
-                                                      chunk)
+    table, lines, rejects, imported = jsonl.map_chunk("s", cfg, (str(path), "a.jsonl"), chunk)
     assert len(typed) > 10 and (not any(typed) if scores else 0 < sum(typed) < len(typed))
     assert all(col.num_chunks == 1 for col in table.columns)
     assert isinstance(lines, list) and len(lines) == table.num_rows == len(whole[0])

@@ -98,11 +98,10 @@ def test_a_failed_worker_leaves_nothing_behind(tmp_path: Path, ctx: RunContext,
     path.write_bytes(_lines(1000))
     mapped = jsonl.map_chunk
 
-    def failing(name: str, config: Any, ctx: RunContext, ref: Any,
-                chunk: jsonl.Chunk) -> jsonl.Mapped:
+    def failing(name: str, config: Any, ref: Any, chunk: jsonl.Chunk) -> jsonl.Mapped:
         if chunk.first > 500:  # (set before the workers are forked: they run this)
             raise SourceError("a worker failed")
-        return mapped(name, config, ctx, ref, chunk)
+        return mapped(name, config, ref, chunk)
 
     monkeypatch.setattr(jsonl, "map_chunk", failing)
     with pytest.raises(SourceError, match="a worker failed"):
@@ -127,9 +126,8 @@ def test_kept_lines_travel_as_a_range_when_no_line_is_left_out(tmp_path: Path,
     data = _lines(5)
     ref = (str(tmp_path / "a.jsonl"), "a.jsonl")
     cfg = JsonlSourceConfig(path=ref[0], record_id="id")
-    _, kept, _, _ = jsonl.map_chunk("s", cfg, ctx, ref, jsonl.Chunk(0, 7, 5, 0, data, len(data)))
+    _, kept, _, _ = jsonl.map_chunk("s", cfg, ref, jsonl.Chunk(0, 7, 5, 0, data, len(data)))
     assert kept == range(7, 12)
     bad = data.replace(b'"id": "r2"', b'"id": null')
-    _, kept, rejects, _ = jsonl.map_chunk("s", cfg, ctx, ref,
-                                          jsonl.Chunk(0, 7, 5, 0, bad, len(bad)))
-    assert kept == [7, 8, 10, 11] and [r["location"] for r in rejects] == [f"{ref[0]}:9"]
+    _, kept, rejects, _ = jsonl.map_chunk("s", cfg, ref, jsonl.Chunk(0, 7, 5, 0, bad, len(bad)))
+    assert kept == [7, 8, 10, 11] and [r.location for r in rejects] == [f"{ref[0]}:9"]

@@ -47,7 +47,7 @@ from evalkit.langfuse_client import (
     resolve_host,
 )
 from evalkit.paths import getter
-from evalkit.plugin import Source
+from evalkit.plugin import ImportedScores, Reject, Source, SourceItem
 from evalkit.results.schemas import RECORDS, json_text
 from evalkit.sources._mapping import MAPPABLE, coercer
 from evalkit.sources.langfuse import mapping
@@ -245,8 +245,8 @@ class LangfuseSource(Source):
 
     # -- reading ------------------------------------------------------------------------------
 
-    def read(self) -> Iterator[pa.Table]:
-        """Stream record batches; rejects and imported scores go to the run context."""
+    def read(self) -> Iterator[SourceItem]:
+        """Stream record batches, with the rejects and imported scores as they come."""
         self.host = resolve_host(self.config.host)
         items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=8)
         stop = threading.Event()
@@ -299,9 +299,11 @@ class LangfuseSource(Source):
                 if kind == "records":
                     yield payload
                 elif kind == "reject":
-                    self.ctx.reject(self.name, *payload)
+                    yield Reject(*payload)
                 elif kind == "judgments":
-                    self.ctx.import_judgments(payload)
+                    scores = ImportedScores.of(payload)
+                    if scores.table.num_rows:
+                        yield scores
                 elif kind == "error":
                     raise payload
                 else:
