@@ -32,10 +32,13 @@ class RunnerConfig:
     summary: bool = True  # print the summary table at the end
     summary_slices: bool = False  # show per-slice metric rows in the summary too
     report: bool = False  # write report.html (+ .md, .junit.xml) into the run directory
+    report_n_boot: int = 200  # a sweep's page: paired resamples of compare's verdicts (0: none)
 
     def validate(self) -> None:
         if self.fail_on is not None:
             check_one_of(self.fail_on, SEVERITIES, "fail_on")
+        if self.report_n_boot < 0:
+            raise ValueError(f"report_n_boot: must be 0 or more, got {self.report_n_boot}")
 
 
 @dataclass(frozen=True)

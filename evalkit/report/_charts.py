@@ -54,7 +54,7 @@ def _short(text: Any, n: int = 40) -> str:
 def histogram(lo: float, hi: float, raw: Sequence[int], filtered: Sequence[int],
               title: str) -> str:
     """Score distribution of one judge: every record (raw) behind the included ones."""
-    fig = _figure(4.6, 2.6)
+    fig = _figure(4.6, 2.9)
     ax = fig.subplots()
     k = len(raw)
     width = (hi - lo) / k
@@ -66,14 +66,14 @@ def histogram(lo: float, hi: float, raw: Sequence[int], filtered: Sequence[int],
     ax.set_xlabel("score")
     ax.set_ylabel("records")
     ax.set_title(_short(title, 60))
-    ax.legend(loc="upper center", fontsize=8, ncols=2)
+    fig.legend(loc="outside lower center", fontsize=8, ncols=2)
     return _svg(fig)
 
 
 def label_bars(labels: dict[str, tuple[int, int]], title: str) -> str:
     """Label counts of one judge, raw beside filtered."""
     names = list(labels)[:20][::-1]
-    fig = _figure(4.6, 0.6 + 0.28 * len(names))
+    fig = _figure(4.6, 1.0 + 0.28 * len(names))
     ax = fig.subplots()
     y = range(len(names))
     ax.barh([i + 0.2 for i in y], [labels[n][0] for n in names], height=0.4, color=RAW,
@@ -83,7 +83,7 @@ def label_bars(labels: dict[str, tuple[int, int]], title: str) -> str:
     ax.set_yticks(list(y), [_short(n) for n in names])
     ax.set_xlabel("records")
     ax.set_title(_short(title, 60))
-    ax.legend(fontsize=8, loc="lower right")
+    fig.legend(loc="outside lower center", fontsize=8, ncols=2)
     return _svg(fig)
 
 

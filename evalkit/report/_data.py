@@ -102,6 +102,7 @@ def load_run(run_dir: Path, limits: Limits) -> RunData:
         raise EvalkitError(f"report: run {run_dir} has no records.parquet (status "
                            f"'{manifest.get('status')}'); report a finished run")
     con = run_connection(run_dir)
+    con.execute("SET enable_progress_bar = false")
     try:
         metrics = []
         if (run_dir / "metrics.parquet").exists():
@@ -140,45 +141,42 @@ def _has_judgments(con: Any) -> bool:
 
 
 def _judge_dists(con: Any, manifest: dict[str, Any]) -> list[JudgeDist]:
-    con.execute("CREATE TEMP TABLE jr AS SELECT j.judge, j.status, j.value, j.label, "
-                "r.excluded_by IS NULL AS included FROM judgments j "
-                "LEFT JOIN (SELECT record_id, excluded_by FROM records) r USING (record_id)")
-    counts = manifest.get("judgments") or {}
-    out: dict[str, JudgeDist] = {}
-    for row in _rows(con, "SELECT judge, status, count(*) AS n FROM jr GROUP BY ALL"):
-        dist = out.setdefault(row["judge"], JudgeDist(row["judge"], {}))
-        dist.statuses[row["status"]] = row["n"]
-    for name, statuses in counts.items():
-        out.setdefault(name, JudgeDist(name, dict(statuses)))
-    ranges = {r["judge"]: r for r in _rows(
-        con, "SELECT judge, min(value) AS lo, max(value) AS hi FROM jr "
-             "WHERE status = 'ok' AND isfinite(value) GROUP BY judge")}
-    for name, r in ranges.items():
-        dist = out[name]
-        dist.lo, dist.hi = min(0.0, r["lo"]), max(1.0, r["hi"])
-        dist.raw, dist.filtered = [0] * HIST_BINS, [0] * HIST_BINS
-    hist = _rows(con, f"""
-        SELECT jr.judge, included, least(greatest(floor((value - s.lo) / (s.hi - s.lo)
-               * {HIST_BINS}), 0), {HIST_BINS - 1})::INT AS b, count(*) AS n
+    """Histograms and label counts of every judge's usable judgments, over every record and
+    over the included ones (a judgment of an excluded record is found by a join against the
+    excluded records' ids only: usually few, never the whole records table). The status
+    counts come from the manifest."""
+    con.execute("CREATE TEMP TABLE gone AS SELECT record_id FROM records "
+                "WHERE excluded_by IS NOT NULL")
+    con.execute("CREATE TEMP TABLE jr AS SELECT j.judge, j.value, j.label, "
+                "g.record_id IS NULL AS included FROM (SELECT record_id, judge, value, label "
+                "FROM judgments WHERE status = 'ok') j LEFT JOIN gone g USING (record_id)")
+    out = {name: JudgeDist(name, dict(statuses))
+           for name, statuses in (manifest.get("judgments") or {}).items()}
+    for (name,) in con.execute("SELECT DISTINCT judge FROM jr").fetchall():
+        out.setdefault(name, JudgeDist(name, {}))
+    con.execute(f"""CREATE TEMP TABLE hist AS
+        SELECT judge, included, least(greatest(floor((value - s.lo) / (s.hi - s.lo)
+               * {HIST_BINS}), 0), {HIST_BINS - 1})::INT AS b, count(*) AS n, s.lo, s.hi
         FROM jr JOIN (SELECT judge, least(0, min(value)) AS lo, greatest(1, max(value)) AS hi
-                      FROM jr WHERE status = 'ok' AND isfinite(value) GROUP BY judge) s
-             USING (judge)
-        WHERE status = 'ok' AND isfinite(value) GROUP BY ALL""")
-    for row in hist:
+                      FROM jr WHERE isfinite(value) GROUP BY judge) s USING (judge)
+        WHERE isfinite(value) GROUP BY ALL""")
+    for row in _rows(con, "SELECT * FROM hist"):
         dist = out[row["judge"]]
+        if not dist.raw:
+            dist.lo, dist.hi = row["lo"], row["hi"]
+            dist.raw, dist.filtered = [0] * HIST_BINS, [0] * HIST_BINS
         dist.raw[row["b"]] += row["n"]
         if row["included"]:
             dist.filtered[row["b"]] += row["n"]
-    few = [r["judge"] for r in _rows(
-        con, "SELECT judge FROM jr WHERE label IS NOT NULL GROUP BY judge "
-             f"HAVING count(DISTINCT label) <= {MAX_LABELS}")]
-    if few:
-        for row in _rows(con, "SELECT judge, label, count(*) AS raw, "
-                              "count(*) FILTER (WHERE included) AS filtered FROM jr "
-                              "WHERE label IS NOT NULL AND judge IN (SELECT unnest(?)) "
-                              "GROUP BY ALL ORDER BY judge, raw DESC, label", [few]):
-            out[row["judge"]].labels[row["label"]] = (row["raw"], row["filtered"])
-    con.execute("DROP TABLE jr")
+    labels = _rows(con, f"""
+        SELECT judge, label, count(*) AS raw, count(*) FILTER (WHERE included) AS filtered
+        FROM jr WHERE label IS NOT NULL AND judge IN (
+            SELECT judge FROM jr WHERE label IS NOT NULL GROUP BY judge
+            HAVING approx_count_distinct(label) <= {MAX_LABELS})
+        GROUP BY ALL ORDER BY judge, raw DESC, label""")
+    for row in labels:
+        out[row["judge"]].labels[row["label"]] = (row["raw"], row["filtered"])
+    con.execute("DROP TABLE jr; DROP TABLE gone; DROP TABLE hist")
     return list(out.values())
 
 
@@ -260,31 +258,31 @@ def _drill(con: Any, limits: Limits, has_judgments: bool) -> dict[str, Any]:
     if has_judgments and n:
         jcols = {r[0] for r in con.execute("DESCRIBE judgments").fetchall()}
         exch = "j.exchange" if "exchange" in jcols else "NULL"
-        cur = con.execute(
-            f"SELECT s.i, j.judge, j.value, j.label, j.passed, j.status, j.origin, "
-            f"{_text('j.explanation', L)} AS explanation, {_text('j.error', L)} AS error, "
-            f"{_text('j.raw', L * 4)} AS raw, {exch} AS exchange "
-            "FROM judgments j JOIN shown s USING (record_id) ORDER BY j.judge, s.i")
         budget = limits.exchange_bytes
-        fields = ("value", "label", "passed", "status", "origin", "explanation", "error",
-                  "raw", "exchange")
-        while True:
-            batch = cur.fetchmany(50_000)
-            if not batch:
-                break
-            for i, judge, *vals in batch:
-                cols_j = judges.get(judge)
-                if cols_j is None:
-                    cols_j = judges[judge] = {f: [None] * n for f in fields}
-                for f, v in zip(fields, vals, strict=True):
-                    if f == "value":
-                        v = _finite(v) if v is not None else None
-                    elif f == "exchange" and v is not None:
-                        budget -= len(v)
-                        if budget < 0:
-                            exchange_cut += 1
-                            v = None
-                    cols_j[f][i] = v
+        names = [r[0] for r in con.execute("SELECT DISTINCT judge FROM judgments "
+                                            "ORDER BY judge").fetchall()]
+        for judge in names:
+            # one row per shown record, in its order (a record judged twice by the same
+            # judge, as a rerun of imported scores can be, shows its first judgment)
+            result = con.execute(
+                f"SELECT j.value, j.label, j.passed, j.status, j.origin, "
+                f"{_text('j.explanation', L)} AS explanation, {_text('j.error', L)} AS error, "
+                f"{_text('j.raw', L * 4)} AS raw, {exch} AS exchange "
+                "FROM shown s LEFT JOIN (SELECT * FROM judgments WHERE judge = ?) j "
+                "USING (record_id) QUALIFY row_number() OVER (PARTITION BY s.i) = 1 "
+                "ORDER BY s.i", [judge]).arrow()
+            table = result.read_all() if hasattr(result, "read_all") else result
+            cols = {c: table.column(c).to_pylist() for c in table.column_names}
+            cols["value"] = [v if v is None or math.isfinite(v) else None
+                             for v in cols["value"]]
+            exchanges = cols["exchange"]
+            for i, v in enumerate(exchanges):
+                if v is not None:
+                    budget -= len(v)
+                    if budget < 0:
+                        exchange_cut += 1
+                        exchanges[i] = None
+            judges[judge] = cols
     con.execute("DROP TABLE shown")
     return {"total": total, "shown": n, "text_chars": L, "records": records,
             "judges": judges, "exchange_cut": exchange_cut,

@@ -197,9 +197,9 @@ def _crosstabs(run: RunData) -> str:
             f'<td class="num">{e(counts.get((s, c), 0))}</td>' for c in cats)
             + f'<td class="num">{e(sum(counts.get((s, c), 0) for c in cats))}</td></tr>'
             for s in slices]
-        parts.append(chart(f"crosstab:{name}", _charts.stacked_shares(slices, cats, counts,
-                                                                       title))
-                     + table(["slice", *cats, "records"], body, "crosstab"))
+        parts.append('<div class="grid">' + chart(
+            f"crosstab:{name}", _charts.stacked_shares(slices, cats, counts, title))
+            + table(["slice", *cats, "records"], body, "crosstab") + "</div>")
     return "".join(parts)
 
 
@@ -415,9 +415,12 @@ def across_runs(runs: list[RunData], verdicts: list[dict[str, Any]], note: str) 
 
 
 def _run_label(run: RunData) -> str:
+    """The run id and what its command line set (its sweep values), shortened."""
     overrides = [o for o in run.manifest.get("overrides") or []
                  if not o.startswith(("+experiment=", "experiment=", "runner.", "hydra."))]
-    return f"{run.run_id}" + (f" ({', '.join(overrides)})" if overrides else "")
+    short = [o.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + o.split("=", 1)[1]
+             if "=" in o else o for o in overrides]
+    return f"{run.run_id}" + (f" · {', '.join(short)}" if short else "")
 
 
 def page(runs: list[RunData], across: str) -> str:

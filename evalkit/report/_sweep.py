@@ -56,8 +56,9 @@ class SweepReport(Callback):
         from evalkit.report import write_report
 
         out = dirs[0].parent / f"sweep-{dirs[0].name}"
+        runner = config.get("runner") or {}
         try:
-            files = write_report(dirs, out)
+            files = write_report(dirs, out, n_boot=int(runner.get("report_n_boot", 200)))
         except EvalkitError as exc:
             print(f"evalkit: error: sweep report: {exc}")
             return

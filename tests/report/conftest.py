@@ -71,7 +71,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     sweep_root = root / "sweep"
     sweep_root.mkdir()
     proc = run_cli("run", "-m", "+experiment=quickstart", "runner.summary=false",
-                   "runner.report=true", "judges.prompt_echo.threshold=0.5,0.9",
+                   "runner.report=true", "runner.report_n_boot=10",
+                   "judges.prompt_echo.threshold=0.5,0.9",
                    cwd=sweep_root, env=env)
     sweep = [d for d in run_dirs(sweep_root, "quickstart") if not d.name.startswith("sweep-")]
     pages = [d for d in run_dirs(sweep_root, "quickstart") if d.name.startswith("sweep-")]
