@@ -87,6 +87,7 @@ class RunWriter:
         self.judgment_stats: dict[tuple[str, str], list[Any]] = {}
         # judge -> error cause (judgments.error_cause; "other" when a judge gave none) -> count
         self.error_causes: dict[str, dict[str, int]] = {}
+        self.judgments_cached: dict[str, int] = {}  # judge -> judgments served by the cache
 
     def add_records(self, table: pa.Table) -> None:
         if self._records is None:
@@ -113,6 +114,10 @@ class RunWriter:
         grouped = table.select(["judge", "status", "cost_usd"]).append_column(
             "unpriced", pc.cast(unpriced, pa.int64())).group_by(["judge", "status"]).aggregate(
             [([], "count_all"), ("cost_usd", "sum"), ("unpriced", "sum")])
+        cached = table.filter(pc.equal(table["origin"], "cache")).column("judge")
+        for item in pc.value_counts(cached).to_pylist():
+            judge = item["values"]
+            self.judgments_cached[judge] = self.judgments_cached.get(judge, 0) + item["counts"]
         rows = grouped.to_pylist()
         for row in rows:
             acc = self.judgment_stats.setdefault((row["judge"], row["status"]), [0, None, 0])

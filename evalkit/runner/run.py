@@ -195,7 +195,8 @@ def execute(rc: RunConfig) -> RunResult:
         unpriced += u
     versions = _versions(rc)
     manifest.update(
-        status="ok",
+        # a dry run made no judge call: its directory must not pass for a real run's
+        status="dry_run" if rc.runner.dry_run else "ok",
         finished_at=datetime.now(timezone.utc).isoformat(),
         duration_s=round(time.perf_counter() - t_start, 4),
         n_records=writer.n_records,
@@ -207,6 +208,7 @@ def execute(rc: RunConfig) -> RunResult:
         excluded_by=n_excluded,
         judgments=counts,
         judgment_errors=writer.error_causes,  # judge -> error cause -> count
+        judgments_cached=dict(sorted(writer.judgments_cached.items())),
         dry_run=rc.runner.dry_run,
         dry_run_estimates=judge_runner.estimates if rc.runner.dry_run else None,
         evalkit_version=versions["evalkit"],

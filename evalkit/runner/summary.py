@@ -40,6 +40,7 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         f"judged {m['n_records'] - m['n_excluded']} · rejected {m['n_rejects']}"
         + (" [yellow](see the rejects table)[/]" if m["n_rejects"] else "")
     )
+    cached = m.get("judgments_cached") or {}
     if result.judgment_counts:
         causes = m.get("judgment_errors") or {}
         jt = Table(title="judgments", title_justify="left", header_style="bold")
@@ -47,13 +48,20 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
             jt.add_column(col, justify="left" if col == "judge" else "right")
         if causes:
             jt.add_column("errors by cause", overflow="fold")
+        if cached:
+            jt.add_column("from cache", justify="right")
         for judge, by_status in result.judgment_counts.items():
             row = [judge, *(str(by_status.get(s, 0)) for s in ("ok", "error", "skipped"))]
             if causes:
                 by_cause = sorted((causes.get(judge) or {}).items(), key=lambda kv: -kv[1])
                 row.append(", ".join(f"{cause} {n}" for cause, n in by_cause))
+            if cached:
+                row.append(str(cached.get(judge, 0)))
             jt.add_row(*row)
         console.print(jt)
+    if cached:
+        console.print(f"{sum(cached.values())} judgments came from the response cache "
+                      "(no call, no cost)")
     if m.get("dry_run"):
         et = Table(title="dry run: no judge was called; what a real run would send",
                    title_justify="left", header_style="bold")
@@ -63,14 +71,17 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
             cost = est.get("cost_usd")
             et.add_row(judge, *(str(est.get(k, 0)) for k in ("calls", "cached_calls",
                                                              "input_tokens", "output_tokens")),
-                       "unknown price" if cost is None else f"${cost:.4f}")
+                       "unknown" if cost is None else f"${cost:.4f}")
         console.print(et)
         console.print(f"written to {result.run_dir}/", soft_wrap=True)
         return
     elif m["judge_cost_usd"] or m["judge_calls_unpriced"]:
+        from evalkit.judges.llm._progress import spend_text
+
         unpriced = m["judge_calls_unpriced"]
-        console.print(f"judge spend ${m['judge_cost_usd']:.4f}"
-                      + (f" (+{unpriced} calls with no known price)" if unpriced else ""))
+        console.print(f"judge spend {spend_text(m['judge_cost_usd'], unpriced)}"
+                      + (f" ({unpriced} judgments with no known price; set the judge's "
+                         "input_cost_per_mtok and output_cost_per_mtok)" if unpriced else ""))
     all_rows = result.metrics.to_pylist()
     raw = {(r["metric"][:-4], r["slice"]): r["value"] for r in all_rows
            if r["metric"].endswith(".raw")}

@@ -229,7 +229,8 @@ class LlmJudge(AsyncJudge):
             with JudgeProgress(self.name, len(records), self.config.progress) as bar:
                 async def one(record: dict[str, Any]) -> dict[str, Any]:
                     row = await self._judge_safely(record)
-                    bar.advance(row["status"] == "error", row.get("cost_usd"))
+                    cached = row.get("origin") == "cache"  # no call, nothing to price
+                    bar.advance(row["status"] == "error", 0.0 if cached else row.get("cost_usd"))
                     return row
 
                 return list(await asyncio.gather(*(one(r) for r in records)))
