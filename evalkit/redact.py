@@ -38,7 +38,7 @@ _SECRET_PARAM = (r"[\w.\-]*(?:key|token|secret|passw(?:or)?d|pwd|sig(?:nature)?|
                  r"|credential)[\w.\-]*")
 _SECRET_QUERY = re.compile(rf"(?i)([?&;]{_SECRET_PARAM}=)([^&#\s'\"<>]+)")
 _AUTH_HEADER = re.compile(
-    r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|x-goog-api-key)(['\"]?\s*[:=]\s*"
+    r"(?i)\b((?:proxy-)?authorization|x-api-key|api[-_]key|x-goog-api-key)(['\"]?\s*[:=]\s*"
     r"['\"]?)((?:bearer|basic|token)\s+)?([^\s'\",;}&]+)")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)(?!\*\*\*)[A-Za-z0-9._~+/\-]{8,}=*")
 _KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
@@ -80,15 +80,27 @@ def register_url(url: str | None) -> None:
             register_secret(value)
 
 
+# the last scan of the environment: its size, the secret variables' names and values, and
+# the values to mask (a judge masks every answer: scanning and classifying every variable
+# each time cost more than the rest of the masking)
+_scan: tuple[int, int, dict[str, str], list[str]] = (-1, -1, {}, [])
+
+
 def secret_values() -> list[str]:
-    """Every value masked by value, longest first (so no suffix of one is left behind)."""
-    found = set(_registered)
-    for name, value in os.environ.items():
-        if name.startswith(OVERRIDE_ENV) and value:
-            found.add(value)
-        elif len(value) >= _MIN_ENV_SECRET and is_secret_name(name):
-            found.add(value)
-    return sorted(found, key=len, reverse=True)
+    """Every value masked by value, longest first (so no suffix of one is left behind).
+    The environment is scanned again when its size, a secret variable's value or the
+    registered values change."""
+    global _scan
+    size, registered, named, values = _scan
+    if size == len(os.environ) and registered == len(_registered) and \
+            all(os.environ.get(k) == v for k, v in named.items()):
+        return values
+    named = {k: v for k, v in os.environ.items()
+             if v and (k.startswith(OVERRIDE_ENV)
+                       or (len(v) >= _MIN_ENV_SECRET and is_secret_name(k)))}
+    values = sorted({*_registered, *named.values()}, key=len, reverse=True)
+    _scan = (len(os.environ), len(_registered), named, values)
+    return values
 
 
 def mask(text: str, secrets: list[str] | None = None) -> str:
@@ -99,13 +111,19 @@ def mask(text: str, secrets: list[str] | None = None) -> str:
     for value in secret_values() if secrets is None else secrets:
         if value in text:
             text = text.replace(value, REDACTED)
-    if "://" in text:
+    # each pattern runs only on a text that can hold it (most answers hold none)
+    if "://" in text and "@" in text:
         text = _URL_USERINFO.sub(rf"\1{MASK}@", text)
     if "=" in text:
         text = _SECRET_QUERY.sub(rf"\1{MASK}", text)
-    text = _AUTH_HEADER.sub(_header, text)
-    text = _BEARER.sub(rf"\1\2{MASK}", text)
-    return _KEY_SHAPED.sub(MASK, text)
+    lower = text.lower()
+    if "auth" in lower or "api-key" in lower or "api_key" in lower:
+        text = _AUTH_HEADER.sub(_header, text)
+    if "bearer" in lower or "basic" in lower:
+        text = _BEARER.sub(rf"\1\2{MASK}", text)
+    if "sk-" in text:
+        text = _KEY_SHAPED.sub(MASK, text)
+    return text
 
 
 def _header(m: re.Match[str]) -> str:

@@ -26,7 +26,7 @@ from tests.reliability.judge_support import (
 
 JUDGE = "hallucination_llm"
 SKIPPED = 40  # failed calls (level ERROR) the pipeline_failure filter sets aside
-SETTINGS = {"concurrency": 32, "timeout_s": 0.6, "max_retries": 3, "backoff_s": 0.01,
+SETTINGS = {"concurrency": 32, "timeout_s": 1.5, "max_retries": 3, "backoff_s": 0.01,
             "max_backoff_s": 0.1, "parse_retries": 1}
 
 
@@ -42,6 +42,7 @@ class Outcome:
     manifest_causes: dict[str, int]
     faulted: Counter  # records with at least one fault of this class
     recovered: Counter  # ... that ended ok
+    budget: Counter  # records planned within / beyond the retry budget, and how they ended
     faults_by_kind: Counter
     seconds: float
     stdout: str
@@ -53,6 +54,10 @@ class Outcome:
                 "fault_share_of_requests": round(self.faults / self.requests, 3),
                 "records_with_faults": self.faulted["any"],
                 "recovered_share": {k: round(v, 3) for k, v in share.items()},
+                "within_retry_budget": {"records": self.budget["within"],
+                                        "ok": self.budget["within ok"]},
+                "beyond_retry_budget": {"records": self.budget["beyond"],
+                                        "error": self.budget["beyond error"]},
                 "statuses": dict(self.statuses), "errors_by_cause": self.manifest_causes,
                 "faults_sent": dict(self.faults_by_kind), "seconds": round(self.seconds, 2)}
 
@@ -94,6 +99,7 @@ def check(judgments: list[dict[str, Any]], manifest: dict[str, Any], plan: Fault
         problems.append(f"{len(judgments)} judgments for {len(rows)} records")
     faulted: Counter = Counter()
     recovered: Counter = Counter()
+    budget: Counter = Counter()
     causes: Counter = Counter()
     for i, row in enumerate(rows):
         j = by_id.get(f"r{i}")
@@ -112,6 +118,13 @@ def check(judgments: list[dict[str, Any]], manifest: dict[str, Any], plan: Fault
         classes = ["any"] * bool(kinds - {"valid"}) + \
             ["transient"] * bool(kinds & set(TRANSIENT)) + ["answer"] * bool(kinds & set(ANSWER))
         faulted.update(classes)
+        planned = plan.planned.get(row["output"], [])
+        if planned:
+            within = sum(k in TRANSIENT for k in planned) <= SETTINGS["max_retries"] and \
+                sum(k in ANSWER for k in planned) <= SETTINGS["parse_retries"]
+            side = "within" if within else "beyond"
+            budget[side] += 1
+            budget[f"{side} {status}"] += 1
         last = sent[-1] if sent else None
         if status == "ok":
             recovered.update(classes)
@@ -134,6 +147,6 @@ def check(judgments: list[dict[str, Any]], manifest: dict[str, Any], plan: Fault
         problems.append(f"manifest judgment_errors {stored} != stored causes {dict(causes)}")
     statuses = Counter(j["status"] for j in judgments)
     return Outcome(len(judgments), plan.requests(), plan.faults_sent(), statuses, causes,
-                   stored, faulted, recovered,
+                   stored, faulted, recovered, budget,
                    Counter(s.kind for log in plan.sent.values() for s in log
                            if s.kind != "valid"), seconds, stdout, problems)

@@ -45,6 +45,8 @@ def test_secret_env_values_and_registered_values_are_masked(monkeypatch):
     monkeypatch.setenv("MY_SERVICE_API_KEY", "value-of-the-env-key")
     monkeypatch.setenv("JUDGE_CREDS", "not-secret-named-1")  # not by name ...
     assert mask("got value-of-the-env-key back") == f"got {REDACTED} back"
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "the-rotated-env-key")  # a changed value counts
+    assert mask("the-rotated-env-key") == REDACTED
     assert mask("not-secret-named-1") == "not-secret-named-1"
     register_url("https://bobby:pa%24%24word@h.example/v1?token=qtok-12345")
     assert mask("bobby") == "bobby"  # a user name beside a password is no secret

@@ -43,7 +43,8 @@ class FaultPlan:
     exhaust_share: float = 0.2  # of those: more faults than the judge retries (an error)
     timeout_s: float = 0.6  # how late a ``timeout`` reply comes
     retry_after: str = "0.05"
-    plans: dict[str, list[str]] = field(default_factory=dict)
+    plans: dict[str, list[str]] = field(default_factory=dict)  # what is left to send
+    planned: dict[str, list[str]] = field(default_factory=dict)  # each record's whole plan
     sent: dict[str, list[Sent]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -58,7 +59,10 @@ class FaultPlan:
     def __call__(self, body: dict[str, Any]) -> Reply:
         key = block(body["messages"][1]["content"], "output")
         with self._lock:
-            plan = self.plans.setdefault(key, self.plan_for(key))
+            if key not in self.plans:
+                self.planned[key] = self.plan_for(key)
+                self.plans[key] = list(self.planned[key])
+            plan = self.plans[key]
             log = self.sent.setdefault(key, [])
             kind = plan.pop(0) if plan else "valid"
             rng = random.Random(f"{self.seed}:{key}:{len(log)}")
