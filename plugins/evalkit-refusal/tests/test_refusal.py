@@ -16,6 +16,7 @@ from evalkit_refusal import RefusalConfig, RefusalJudge
 from evalkit.config import validate_dataclass
 from evalkit.errors import ConfigError
 from evalkit.registry import Registry
+from evalkit.testing.suites import JudgeSuite
 
 
 def test_discovered_from_its_own_distribution() -> None:
@@ -66,3 +67,11 @@ def test_used_in_a_run(tmp_path: Path) -> None:
     data = json.loads(manifest.read_text())
     assert data["versions"]["evalkit-refusal"] == "0.1.0"
     assert data["judgments"]["refusal"] == {"ok": 120, "skipped": 40}
+
+
+class TestRefusalConformance(JudgeSuite):
+    """evalkit's conformance suite for judges, run on this plugin as on every built-in."""
+
+    plugin = RefusalJudge
+    records = [*JudgeSuite.records,
+               {"record_id": "refusal-5", "output": "I'm sorry, but I can't help with that."}]
