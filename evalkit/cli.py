@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("evalkit.commands.compare", "metric deltas of two runs, paired-bootstrap CIs"),
     "push": ("evalkit.commands.push", "send a run's judgments elsewhere (--to langfuse: scores)"),
     "report": ("evalkit.commands.report", "self-contained HTML report of runs (+ Markdown, JUnit)"),
+    "completion": ("evalkit.commands.completion", "print the shell completion script (bash, zsh)"),
 }
 
 
@@ -44,9 +45,17 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> None:
     command_line = argv is None  # the process's own command: it ends when this returns
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in COMMANDS:
+    if argv and argv[0] in ("-sc", "--shell-completion"):  # Hydra's installed script asks so
+        from evalkit.runner.app import shell_completion
+
+        sys.exit(shell_completion(argv))
+    if not argv or argv[0] not in COMMANDS and argv[0] != "__complete":
         _parser().parse_args(argv or ["--help"])
         return
+    if argv[0] == "__complete":  # what the completion script asks (not listed in --help)
+        from evalkit.commands.completion import complete_main
+
+        sys.exit(complete_main())
     name, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[name][0])
     if name == "run":

@@ -58,6 +58,8 @@ def main(argv: list[str]) -> None:
     """Run Hydra's command line with ``argv`` (everything after ``evalkit run``)."""
     from evalkit._log import log_level, take_verbose_flags
 
+    if any(a in ("-sc", "--shell-completion") for a in argv):
+        sys.exit(shell_completion(argv))
     argv = take_verbose_flags(argv)
     # a secret value on the command line reaches the jobs through the environment, never a
     # sweep's multirun.yaml or Hydra's console lines
@@ -78,6 +80,27 @@ def main(argv: list[str]) -> None:
         argv = with_override(argv, f"hydra.searchpath=[file://{user_conf.resolve()}]")
     sys.argv = ["evalkit run", *argv]
     _task()
+
+
+def shell_completion(argv: list[str]) -> int:
+    """``-sc install=bash|zsh`` (``uninstall=``, ``query=``): Hydra's shell completion, done
+    by evalkit's own script, which completes every command and not only ``run``'s overrides
+    (Hydra's script asked ``evalkit -sc query=bash``, which evalkit refused)."""
+    from evalkit.commands.completion import SCRIPTS, complete_main
+
+    i = next(i for i, a in enumerate(argv) if a in ("-sc", "--shell-completion"))
+    action, _, shell = (argv[i + 1] if i + 1 < len(argv) else "").partition("=")
+    if shell not in SCRIPTS or action not in ("install", "uninstall", "query"):
+        print("evalkit: error: -sc takes install=bash, install=zsh (or uninstall=, query=); "
+              "or run `evalkit completion bash`", file=sys.stderr)
+        return 2
+    if action == "install":
+        sys.stdout.write(SCRIPTS[shell])
+    elif action == "uninstall":
+        print("complete -r evalkit")
+    else:
+        return complete_main()
+    return 0
 
 
 # Hydra's options that take the next argument as their value (``--info`` takes one only
