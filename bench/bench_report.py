@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -47,17 +48,21 @@ def make_run(cwd: Path, n: int) -> Path:
 def generation(run: Path, repeat: int) -> Path:
     from evalkit.report import write_report
 
-    walls = []
+    walls, cpus = [], []
     for _ in range(repeat):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run([EVALKIT, "report", str(run)], env=ENV, check=True,
                        stdout=subprocess.DEVNULL)
         walls.append(time.perf_counter() - t0)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
     inproc = write_report([run])
     page = run / "report.html"
     best = min(walls)
     print(f"generation: `evalkit report RUN` (fresh process) best {best:.2f} s of {repeat} "
-          f"({', '.join(f'{w:.2f}' for w in walls)}); in-process {inproc.seconds:.2f} s; "
+          f"({', '.join(f'{w:.2f}' for w in walls)}; CPU {min(cpus):.2f} s); in-process "
+          f"{inproc.seconds:.2f} s; load average {os.getloadavg()[0]:.1f}; "
           f"page {page.stat().st_size / 2**20:.1f} MiB; target < 10 s: "
           f"{'met' if best < 10 else 'NOT met'}")
     return page

@@ -232,8 +232,12 @@ _LONG = {"input", "output", "context", "reference", "exclude_reason"}
 
 
 def _drill(con: Any, limits: Limits, has_judgments: bool) -> dict[str, Any]:
-    """The drill-down's data, column by column (compact JSON): the first ``max_records``
-    records with their judgments, long texts cut to ``text_chars``."""
+    """The drill-down's data as JSON text, column by column: the first ``max_records``
+    records with every judge's judgment of each (aligned to the records), long texts cut to
+    ``text_chars``, the judges' exchanges kept while ``exchange_bytes`` lasts. DuckDB builds
+    the JSON itself (no Python object per value: 100,000 records in a fraction of the time)."""
+    import orjson
+
     (total,) = con.execute("SELECT count(*) FROM records").fetchone()
     L = limits.text_chars
     cols = []
@@ -243,47 +247,61 @@ def _drill(con: Any, limits: Limits, has_judgments: bool) -> dict[str, Any]:
             cols.append(f"{_text(joined, L)} AS context")
         elif c == "timestamp":
             cols.append("strftime(timestamp, '%Y-%m-%dT%H:%M:%SZ') AS timestamp")
+        elif c in ("latency_s", "cost_usd"):
+            cols.append(f"CASE WHEN isfinite({c}) THEN {c} END AS {c}")
         elif c in _LONG:
             cols.append(f"{_text(c, L)} AS {c}")
         else:
             cols.append(c)
     con.execute(f"CREATE TEMP TABLE shown AS SELECT row_number() OVER () - 1 AS i, "
                 f"{', '.join(cols)} FROM (SELECT * FROM records LIMIT {limits.max_records})")
-    result = con.execute(f"SELECT {', '.join(RECORD_FIELDS)} FROM shown ORDER BY i").arrow()
-    table = result.read_all() if hasattr(result, "read_all") else result
-    records = {c: table.column(c).to_pylist() for c in RECORD_FIELDS}
-    n = table.num_rows
-    judges: dict[str, dict[str, list[Any]]] = {}
+    (n,) = con.execute("SELECT count(*) FROM shown").fetchone()
+    if not n:
+        con.execute("DROP TABLE shown")
+        records = orjson.dumps({c: [] for c in RECORD_FIELDS})
+        return {"total": total, "shown": 0, "text_chars": L, "exchange_cut": 0,
+                "max_records": limits.max_records,
+                "json": b'{"records":' + records + b',"judges":{},"shown":0,"total":'
+                        + str(total).encode() + b"}"}
+    records = con.execute("SELECT to_json({" + ", ".join(
+        f"'{c}': list({c} ORDER BY i)" for c in RECORD_FIELDS) + "}) FROM shown").fetchone()[0]
+    judges: list[bytes] = []
     exchange_cut = 0
-    if has_judgments and n:
+    if has_judgments:
         jcols = {r[0] for r in con.execute("DESCRIBE judgments").fetchall()}
-        exch = "j.exchange" if "exchange" in jcols else "NULL"
+        exch = "j.exchange" if "exchange" in jcols else "NULL::VARCHAR"
         budget = limits.exchange_bytes
         names = [r[0] for r in con.execute("SELECT DISTINCT judge FROM judgments "
                                             "ORDER BY judge").fetchall()]
+        fields = ("value", "label", "passed", "status", "origin", "explanation", "error",
+                  "raw")
         for judge in names:
             # one row per shown record, in its order (a record judged twice by the same
-            # judge, as a rerun of imported scores can be, shows its first judgment)
-            result = con.execute(
-                f"SELECT j.value, j.label, j.passed, j.status, j.origin, "
-                f"{_text('j.explanation', L)} AS explanation, {_text('j.error', L)} AS error, "
-                f"{_text('j.raw', L * 4)} AS raw, {exch} AS exchange "
-                "FROM shown s LEFT JOIN (SELECT * FROM judgments WHERE judge = ?) j "
-                "USING (record_id) QUALIFY row_number() OVER (PARTITION BY s.i) = 1 "
-                "ORDER BY s.i", [judge]).arrow()
-            table = result.read_all() if hasattr(result, "read_all") else result
-            cols = {c: table.column(c).to_pylist() for c in table.column_names}
-            cols["value"] = [v if v is None or math.isfinite(v) else None
-                             for v in cols["value"]]
-            exchanges = cols["exchange"]
-            for i, v in enumerate(exchanges):
-                if v is not None:
-                    budget -= len(v)
-                    if budget < 0:
-                        exchange_cut += 1
-                        exchanges[i] = None
-            judges[judge] = cols
+            # judge, as a rerun of imported scores can be, shows its first judgment); the
+            # exchanges are kept in record order while the budget lasts
+            text, cut, used = con.execute(
+                f"""WITH jj AS (
+                    SELECT s.i, CASE WHEN isfinite(j.value) THEN j.value END AS value,
+                           j.label, j.passed, j.status, j.origin,
+                           {_text('j.explanation', L)} AS explanation,
+                           {_text('j.error', L)} AS error, {_text('j.raw', L * 4)} AS raw,
+                           {exch} AS exchange
+                    FROM shown s LEFT JOIN (SELECT * FROM judgments WHERE judge = $judge) j
+                         USING (record_id)
+                    QUALIFY row_number() OVER (PARTITION BY s.i) = 1),
+                jw AS (SELECT *, sum(coalesce(length(exchange), 0)) OVER (
+                           ORDER BY i ROWS UNBOUNDED PRECEDING) AS used FROM jj)
+                SELECT to_json({{{', '.join(f"'{f}': list({f} ORDER BY i)" for f in fields)},
+                               'exchange': list(CASE WHEN used <= $budget THEN exchange END
+                                                ORDER BY i)}}),
+                       count(*) FILTER (WHERE exchange IS NOT NULL AND used > $budget),
+                       coalesce(sum(length(exchange)) FILTER (WHERE used <= $budget), 0)
+                FROM jw""", {"judge": judge, "budget": budget}).fetchone()
+            exchange_cut += cut
+            budget -= used
+            judges.append(orjson.dumps(judge) + b":" + text.encode())
     con.execute("DROP TABLE shown")
-    return {"total": total, "shown": n, "text_chars": L, "records": records,
-            "judges": judges, "exchange_cut": exchange_cut,
-            "max_records": limits.max_records}
+    data = (b'{"records":' + records.encode() + b',"judges":{' + b",".join(judges)
+            + b'},"shown":' + str(n).encode() + b',"total":' + str(total).encode() + b"}")
+    return {"total": total, "shown": n, "text_chars": L, "exchange_cut": exchange_cut,
+            "max_records": limits.max_records, "json": data}

@@ -425,8 +425,6 @@ def _run_label(run: RunData) -> str:
 
 def page(runs: list[RunData], across: str) -> str:
     """The whole page: header, the across-runs section, then each run (tabs when several)."""
-    import orjson
-
     nonce = secrets.token_urlsafe(16)
     title = runs[0].experiment if len(runs) == 1 else \
         f"{len(runs)} runs: " + ", ".join(dict.fromkeys(r.experiment for r in runs))
@@ -441,7 +439,7 @@ def page(runs: list[RunData], across: str) -> str:
         f'<code>{e(r.run_id)}</code></h1>{run_body(r, k)}</div>' for k, r in enumerate(runs))
     data = "".join(
         f'<script type="application/json" id="drill-{k}">'
-        f"{_json_for_script(orjson.dumps(_drill_json(r)))}</script>"
+        f"{_json_for_script(r.drill['json'])}</script>"
         for k, r in enumerate(runs))
     css = resources.files("evalkit.report").joinpath("report.css").read_text()
     js = resources.files("evalkit.report").joinpath("report.js").read_text()
@@ -455,12 +453,6 @@ def page(runs: list[RunData], across: str) -> str:
             f"<style>{css}</style></head><body><header><b>evalkit</b> report · {e(title)}"
             f"</header><main>{across}{tabs}{bodies}</main>{data}"
             f'<script nonce="{nonce}">{js}</script></body></html>')
-
-
-def _drill_json(run: RunData) -> dict[str, Any]:
-    d = run.drill
-    return {"records": d["records"], "judges": d["judges"], "shown": d["shown"],
-            "total": d["total"]}
 
 
 def _json_for_script(data: bytes) -> str:
