@@ -273,8 +273,9 @@ def _drill(con: Any, limits: Limits, has_judgments: bool) -> dict[str, Any]:
         budget = limits.exchange_bytes
         names = [r[0] for r in con.execute("SELECT DISTINCT judge FROM judgments "
                                             "ORDER BY judge").fetchall()]
+        cause = "j.error_cause" if "error_cause" in jcols else "NULL::VARCHAR"
         fields = ("value", "label", "passed", "status", "origin", "explanation", "error",
-                  "raw")
+                  "error_cause", "raw")
         for judge in names:
             # one row per shown record, in its order (a record judged twice by the same
             # judge, as a rerun of imported scores can be, shows its first judgment); the
@@ -284,7 +285,8 @@ def _drill(con: Any, limits: Limits, has_judgments: bool) -> dict[str, Any]:
                     SELECT s.i, CASE WHEN isfinite(j.value) THEN j.value END AS value,
                            j.label, j.passed, j.status, j.origin,
                            {_text('j.explanation', L)} AS explanation,
-                           {_text('j.error', L)} AS error, {_text('j.raw', L * 4)} AS raw,
+                           {_text('j.error', L)} AS error, {cause} AS error_cause,
+                           {_text('j.raw', L * 4)} AS raw,
                            {exch} AS exchange
                     FROM shown s LEFT JOIN (SELECT * FROM judgments WHERE judge = $judge) j
                          USING (record_id)

@@ -166,7 +166,8 @@
           " · label " + (c.label[i] || "—") + " · passed " + fmt(c.passed[i]) +
           " · " + (c.origin[i] || "")));
         block(box, "explanation", c.explanation[i]);
-        block(box, "error", c.error[i]);
+        block(box, "error" + (c.error_cause && c.error_cause[i] ? " (" + c.error_cause[i] + ")" : ""),
+          c.error[i]);
         const ex = c.exchange[i];
         if (ex) {
           let parsed = null;

@@ -8,6 +8,7 @@ import json
 import os
 import random
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli, run_dirs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges" / "llm"))
+from fake_llm_server import FakeLLMServer  # noqa: E402
 
 HERE = Path(__file__).parent
 PWNED = "</script><script>window.__pwned = 1</script><!-- <img src=x onerror=window.__pwned=2>"
@@ -53,6 +57,7 @@ class Runs:
     audit: Path
     judge_agreement: Path
     signals: Path
+    llm_judge: Path
     sweep: list[Path]
     sweep_page: Path
     quickstart_stdout: str
@@ -68,6 +73,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     for exp in ("audit", "judge_agreement", "report_signals"):
         run_cli("run", f"+experiment={exp}", "runner.summary=false", "runner.report=true",
                 cwd=root, env=env)
+    server = FakeLLMServer().start()  # the LLM judges' exchanges, against the fake model
+    try:
+        run_cli("run", "+experiment=llm_judge", "source.limit=30", "runner.summary=false",
+                "runner.report=true", "judges.qag_faithfulness.model=openai/judge-a",
+                "judges.hallucination_llm.model=openai/judge-a", cwd=root,
+                env={**env, "EVALKIT_JUDGE_API_BASE": server.url})
+    finally:
+        server.stop()
     sweep_root = root / "sweep"
     sweep_root.mkdir()
     proc = run_cli("run", "-m", "+experiment=quickstart", "runner.summary=false",
@@ -83,7 +96,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         return d
 
     return Runs(root, one("quickstart"), one("audit"), one("judge_agreement"),
-                one("report_signals"), sweep, pages[0], quick.stdout)
+                one("report_signals"), one("llm_judge"), sweep, pages[0], quick.stdout)
 
 
 REQUIRED = os.environ.get("EVALKIT_REQUIRE_BROWSER") == "1"

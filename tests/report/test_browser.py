@@ -78,7 +78,8 @@ def wait_until(page: Any, js: str, arg: Any = None, timeout: int = 10_000) -> No
 def _pages(runs: Runs) -> dict[str, Path]:
     return {"quickstart": runs.quickstart / "report.html", "audit": runs.audit / "report.html",
             "judge_agreement": runs.judge_agreement / "report.html",
-            "signals": runs.signals / "report.html", "sweep": runs.sweep_page / "report.html"}
+            "signals": runs.signals / "report.html", "llm_judge": runs.llm_judge / "report.html",
+            "sweep": runs.sweep_page / "report.html"}
 
 
 def _check_page(opened: Opened, name: str) -> None:
@@ -133,7 +134,8 @@ def _check_search(opened: Opened, scope: str = "") -> None:
     wait_until(page, "r => document.querySelectorAll(r + ' tbody tr').length > 3", root)
 
 
-@pytest.mark.parametrize("name", ["quickstart", "audit", "judge_agreement", "signals"])
+@pytest.mark.parametrize("name", ["quickstart", "audit", "judge_agreement", "signals",
+                                  "llm_judge"])
 def test_a_run_page_in_chromium(browser: Any, runs: Runs, name: str) -> None:
     path = _pages(runs)[name]
     opened = Opened(browser, path)
@@ -162,6 +164,33 @@ def test_the_sweep_page_in_chromium(browser: Any, runs: Runs) -> None:
                                               ".width)")
             assert sizes and min(sizes) > 150
         assert page.locator("table.verdicts tbody tr").count() > 0
+        assert opened.console == [], opened.console
+    finally:
+        opened.close()
+
+
+def test_a_judgment_shows_the_judges_exchange(browser: Any, runs: Runs) -> None:
+    """The record detail shows each LLM judgment's explanation and its exchange with the
+    model: every message sent and the raw reply, as the run stored them."""
+    import json
+
+    judgments = pq.read_table(runs.llm_judge / "judgments").to_pylist()
+    row = next(j for j in judgments if j["judge"] == "hallucination_llm" and j["exchange"])
+    call = json.loads(row["exchange"])["calls"][-1]
+    opened = Opened(browser, _pages(runs)["llm_judge"])
+    try:
+        page = opened.page
+        page.fill("div.drill input.q", row["record_id"])
+        wait_until(page, "document.querySelector('div.drill .count').textContent"
+                         ".startsWith('1 of')")
+        page.click("div.drill tbody tr")
+        box = page.locator("div.drill .judgment", has_text="hallucination_llm ·")
+        box.locator("details.exchange summary").last.click()
+        shown = box.locator("details.exchange").last.locator("pre").all_text_contents()
+        assert shown == [m["content"] for m in call["messages"]] + [call["reply"]]
+        assert row["explanation"] in box.locator("pre").first.text_content()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "exchange.png"), full_page=True)
         assert opened.console == [], opened.console
     finally:
         opened.close()
