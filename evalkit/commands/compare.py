@@ -116,14 +116,27 @@ class _Run:
                                "the previous one; metric caches would mix resamples")
 
 
-def _values(run: _Run, metrics: dict[str, Any]) -> dict[tuple[str, str], float | None]:
+def _values(run: _Run, metrics: dict[str, Any], owner: dict[tuple[str, str], str],
+            failed: dict[str, str] | None = None) -> dict[tuple[str, str], float | None]:
+    """Each metric row's value, keyed (metric, slice); ``owner`` learns which instance wrote
+    each row. On a resample (``failed`` given), a metric that raises leaves its rows out and
+    its first error in ``failed``: that metric cannot be resampled, and compare says so."""
     from evalkit.results.schemas import METRICS, conform
 
     out: dict[tuple[str, str], float | None] = {}
     for name, plugin in metrics.items():
-        table = conform(plugin.compute(run.con), METRICS, {"metric": name})
+        if failed is not None and name in failed:
+            continue
+        try:
+            table = conform(plugin.compute(run.con), METRICS, {"metric": name})
+        except Exception as exc:  # a plugin's own failure on an unusual resample
+            if failed is None:
+                raise
+            failed[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            continue
         for row in table.select(["metric", "slice", "value"]).to_pylist():
             out[(row["metric"], row["slice"])] = row["value"]
+            owner.setdefault((row["metric"], row["slice"]), name)
     return out
 
 
@@ -175,13 +188,15 @@ def compare(run_a: Path, run_b: Path, n_boot: int = 200, seed: int = 0,
                              "copy": pa.array([0] * len(shared), pa.int64())})
         a.use(identity)
         b.use(identity)
-        va, vb = _values(a, ma), _values(b, mb)
+        owner: dict[tuple[str, str], str] = {}
+        failed: dict[str, str] = {}
+        va, vb = _values(a, ma, owner), _values(b, mb, owner)
         keys = [k for k in va if k in vb]
         deltas: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
         for sample in _samples(shared, n_boot, seed):
             a.use(sample)
             b.use(sample)
-            sa, sb = _values(a, ma), _values(b, mb)
+            sa, sb = _values(a, ma, owner, failed), _values(b, mb, owner, failed)
             for k in keys:
                 x, y = sa.get(k), sb.get(k)
                 if _finite(x) and _finite(y):
@@ -200,6 +215,9 @@ def compare(run_a: Path, run_b: Path, n_boot: int = 200, seed: int = 0,
             row["note"] = "no difference: the metric is undefined or infinite in a run"
         elif n_boot < 2:
             row["note"] = "no interval: fewer than 2 resamples (--n-boot)"
+        elif owner.get(key) in failed:
+            row["note"] = (f"not resampled: metric '{owner[key]}' failed on a resample "
+                           f"({failed[owner[key]]}); no interval")
         elif undefined > MAX_UNDEFINED * n_boot:
             row["note"] = (f"not resampled: undefined on {undefined} of {n_boot} resamples "
                            "(a resample without the records it needs); no interval")

@@ -227,3 +227,29 @@ def test_a_metric_undefined_on_many_resamples_gets_no_interval(tmp_path: Path) -
     assert row_of(rows, "m")["ci_low"] is not None
     out = run_cli("compare", str(a), str(b), "--n-boot", "50", cwd=tmp_path).stdout
     assert "not resampled" in out
+
+
+def test_a_metric_that_fails_on_a_resample_says_so(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.metrics.mean import MeanMetric
+
+    metrics = {"m": {"plugin": "mean", "judge": "h", "raw": False},
+               "r": {"plugin": "rate", "judge": "h", "threshold": 0.5, "raw": False}}
+    a = write_run(tmp_path, "A", [0.1, 0.9, 0.4, 0.6], [False] * 4, metrics)
+    b = write_run(tmp_path, "B", [0.2, 0.8, 0.5, 0.7], [False] * 4, metrics)
+    calls = {"n": 0}
+    compute = MeanMetric.compute
+
+    def flaky(self, con):  # fine on the runs themselves, fails on the fifth resample
+        calls["n"] += 1
+        if calls["n"] == 12:
+            raise ValueError("cannot split a resample\nsecond line")
+        return compute(self, con)
+
+    monkeypatch.setattr(MeanMetric, "compute", flaky)
+    rows = compare(a, b, n_boot=20)
+    m, r = row_of(rows, "m"), row_of(rows, "r")
+    assert m["ci_low"] is None and m["delta"] == pytest.approx(0.05)
+    assert m["note"] == ("not resampled: metric 'm' failed on a resample (ValueError: cannot "
+                         "split a resample); no interval")
+    assert r["ci_low"] is not None and r["note"] is None
