@@ -147,7 +147,7 @@ def agreement_matrix(names: list[str], cells: dict[tuple[str, str], dict[str, An
     """Judges (and human labels) against each other: Cohen's kappa as colour, kappa, r and n
     written in each cell."""
     k = len(names)
-    fig = _figure(1.6 + 1.15 * k, 1.0 + 0.95 * k)
+    fig = _figure(2.2 + 1.5 * k, 1.4 + 1.2 * k)
     ax = fig.subplots()
     grid = [[math.nan] * k for _ in range(k)]
     for i, a in enumerate(names):
@@ -169,7 +169,7 @@ def agreement_matrix(names: list[str], cells: dict[tuple[str, str], dict[str, An
                 text = "\n".join(parts)
             else:
                 text = "not\nmeasured"
-            ax.text(j, i, text, ha="center", va="center", fontsize=7)
+            ax.text(j, i, text, ha="center", va="center", fontsize=8.5)
     ax.set_xticks(range(k), [_short(n, 18) for n in names], rotation=30, ha="right")
     ax.set_yticks(range(k), [_short(n, 18) for n in names])
     ax.set_title(_short(title, 60))

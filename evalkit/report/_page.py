@@ -254,7 +254,9 @@ def _agreement(run: RunData) -> str:
         if not rows:
             body += f"<h3>{e(name)}: no disagreements</h3>"
             continue
-        head = ["record_id", "a", "b", "difference", "output", "a says", "b says"]
+        a_name, b_name = rows[0].get("a_judge") or "a", rows[0].get("b_judge") or "b"
+        head = ["record_id", a_name, b_name, "difference", "output", f"{a_name} says",
+                f"{b_name} says"]
         trs = [f"<tr><td>{e(r.get('record_id'))}</td>"
                f"<td class='num'>{e(fmt(r.get('a_score')))}</td>"
                f"<td class='num'>{e(fmt(r.get('b_score')))}</td>"
