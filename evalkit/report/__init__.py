@@ -135,7 +135,11 @@ def write_index(runs_dir: Path) -> Path:
                     f"{e(m.get('status'))}</td><td class='num'>{e(fmt(m.get('n_records')))}</td>"
                     f"<td>{'<br>'.join(headline)}</td><td>{'<br>'.join(alerts)}</td></tr>")
     con.close()
-    body = ("<table><thead><tr><th>experiment</th><th>run</th><th>started</th><th>status</th>"
+    sweeps = sorted(runs_dir.glob(f"*/sweep-*/{HTML_NAME}"), reverse=True)
+    links = "".join(f'<li><a href="{e(p.relative_to(runs_dir).as_posix())}">'
+                    f"{e(p.parent.parent.name)} · {e(p.parent.name)}</a></li>" for p in sweeps)
+    body = (f"<h3>Sweeps</h3><ul>{links}</ul>" if links else "") + (
+            "<table><thead><tr><th>experiment</th><th>run</th><th>started</th><th>status</th>"
             "<th>records</th><th>headline metrics (slice all)</th><th>alerts</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
     from importlib import resources

@@ -187,6 +187,8 @@ def test_index_lists_every_run_and_links_reports(runs: Runs) -> None:
     assert "no report: evalkit report" in text and "r-failed" in text
     assert "more than 20% of genuine completions echo their prompt" in text
     assert "echo_rate <b>" in text
+    out = write_index(runs.sweep_page.parents[1])  # a sweep's page is listed first
+    assert f'href="quickstart/{runs.sweep_page.name}/report.html"' in out.read_text()
 
 
 def test_command_writes_reports_and_refuses_bad_arguments(runs: Runs, tmp_path: Path) -> None:
