@@ -74,7 +74,10 @@ class _Run:
         from evalkit.config import instance
         from evalkit.context import RunContext
 
-        node = (self.manifest.get("config") or {}).get("metrics") or {}
+        config_node = self.manifest.get("config") or {}
+        node = config_node.get("metrics") or {}
+        # a run from before the flag_at setting counted a score at its threshold as flagged
+        legacy_flag_at = None if "flag_at" in config_node else ">="
         ctx = RunContext(run_id=self.manifest["run_id"], experiment=self.manifest.get(
             "experiment", "default"), run_dir=self.scratch / self.manifest["run_id"],
             runs_dir=self.scratch, cache_dir=self.scratch)
@@ -84,8 +87,11 @@ class _Run:
                 continue
             inst = instance("metrics", name, spec, f"metrics.{name}")
             config = inst.config
-            if any(f.name == "n_boot" for f in dataclasses.fields(config)):
+            keys = {f.name for f in dataclasses.fields(config)}
+            if "n_boot" in keys:
                 config = dataclasses.replace(config, n_boot=0)
+            if legacy_flag_at and "flag_at" in keys and "flag_at" not in spec:
+                config = dataclasses.replace(config, flag_at=legacy_flag_at)
             out[name] = inst.cls(name, config, ctx)
         return out
 

@@ -3,6 +3,7 @@ the way the runner writes them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +105,15 @@ def test_cli(tmp_path):
     assert csv_out.stdout.splitlines()[0].startswith("metric,slice,a,b,delta")
     bad = run_cli("compare", "A", "missing", cwd=tmp_path, check=False)
     assert bad.returncode == 2 and "no run 'missing'" in bad.stderr
+
+
+def test_a_run_from_before_flag_at_is_recomputed_as_it_was(tmp_path):
+    # no top-level flag_at in its manifest: its rate counted a score at 0.5 as flagged
+    metrics = {"r": {"plugin": "rate", "judge": "g", "threshold": 0.5, "raw": False}}
+    old = write_run(tmp_path, "A", [0.5, 0.5, 0.2, 0.9], metrics=metrics)
+    new = write_run(tmp_path, "B", [0.5, 0.5, 0.2, 0.9], metrics=metrics)
+    manifest = json.loads((new / "manifest.json").read_text())
+    manifest["config"]["flag_at"] = ">"
+    (new / "manifest.json").write_text(json.dumps(manifest))
+    row = by_key(compare(old, new, n_boot=10))[("r", "all")]
+    assert row["a"] == 0.75 and row["b"] == 0.25
