@@ -34,8 +34,10 @@ _MIN_ENV_SECRET = 8  # shorter values of secret-named variables are not masked b
 _MIN_SECRET = 6  # nor shorter registered values (they would mask ordinary words)
 
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#@'\"<>]+)@")
-_SECRET_PARAM = (r"[\w.\-]*(?:key|token|secret|passw(?:or)?d|pwd|sig(?:nature)?|auth"
-                 r"|credential)[\w.\-]*")
+# a query parameter whose name ends in one of these words (api_key, apiKey, access_token,
+# X-Amz-Signature, sig; not author or keyword)
+_SECRET_PARAM = (r"(?:[\w.\-]*[_.\-])?(?:api_?key|key|token|secret|passw(?:or)?d|pwd"
+                 r"|sig(?:nature)?|auth|credentials?)")
 _SECRET_QUERY = re.compile(rf"(?i)([?&;]{_SECRET_PARAM}=)([^&#\s'\"<>]+)")
 _AUTH_HEADER = re.compile(
     r"(?i)\b((?:proxy-)?authorization|x-api-key|api[-_]key|x-goog-api-key)(['\"]?\s*[:=]\s*"

@@ -5,8 +5,10 @@ INFO lines ("LiteLLM completion() model= ...") used to reach the console twice p
 from __future__ import annotations
 
 import json
+import logging
 import re
 
+from evalkit._log import log_level, take_verbose_flags
 from tests.reliability.judge_support import evalkit_run, write_records
 
 ROWS = [{"input": f"question {i}", "output": f"Paris is the capital of France {i}.",
@@ -35,18 +37,26 @@ def test_no_litellm_log_line_reaches_the_console(tmp_path, server):
     assert noise == [], noise
 
 
-def test_evalkit_log_level_lets_litellm_speak(tmp_path, server):
-    """Asked for (EVALKIT_LOG_LEVEL=INFO, or ``-v``), litellm's INFO lines show, once each."""
-    for how in ({"EVALKIT_LOG_LEVEL": "INFO"}, {}):
-        args = _args(tmp_path, server) + ["+judges.hallucination_llm.cache=false"]
-        if not how:
-            args.insert(0, "-v")
-        done = evalkit_run(*args, cwd=tmp_path,
-                           env={"ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789", **how})
-        assert done.returncode == 0, done.stderr[-3000:]
-        lines = [line for line in (done.stdout + done.stderr).splitlines()
-                 if "LiteLLM completion()" in line]
-        assert len(lines) == len(ROWS), (how, done.stdout[-2000:], done.stderr[-2000:])
+def test_asked_for_litellm_speaks_once_per_line(tmp_path, server):
+    """Asked for (``-v``, which sets EVALKIT_LOG_LEVEL=INFO for the run), litellm's INFO
+    lines show, once each (not again through Hydra's root handler)."""
+    args = ["-v", *_args(tmp_path, server), "+judges.hallucination_llm.cache=false"]
+    done = evalkit_run(*args, cwd=tmp_path, env={"ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in (done.stdout + done.stderr).splitlines()
+             if "LiteLLM completion()" in line]
+    assert len(lines) == len(ROWS), (done.stdout[-2000:], done.stderr[-2000:])
+
+
+def test_verbose_flags_and_levels(monkeypatch):
+    monkeypatch.setenv("EVALKIT_LOG_LEVEL", "")  # restored after the test, whatever it sets
+    assert log_level() == logging.WARNING
+    assert take_verbose_flags(["-m", "-v", "a=1"]) == ["-m", "a=1"]
+    assert log_level() == logging.INFO
+    take_verbose_flags(["-vv"])
+    assert log_level() == logging.DEBUG
+    monkeypatch.setenv("EVALKIT_LOG_LEVEL", "error")
+    assert log_level() == logging.ERROR
 
 
 def test_a_bad_log_level_is_a_one_line_error(tmp_path, server):

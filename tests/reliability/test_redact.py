@@ -41,6 +41,12 @@ def test_the_secret_class_is_masked_in_any_text(text, secret):
     assert secret not in masked and masked != text
 
 
+def test_ordinary_query_parameters_stay():
+    url = "https://h/v1?author=Bob&keyword=x&api-version=2&apiKey=K1&X-Amz-Signature=S2"
+    assert mask(url) == "https://h/v1?author=Bob&keyword=x&api-version=2&apiKey=***" \
+                       "&X-Amz-Signature=***"
+
+
 def test_secret_env_values_and_registered_values_are_masked(monkeypatch):
     monkeypatch.setenv("MY_SERVICE_API_KEY", "value-of-the-env-key")
     monkeypatch.setenv("JUDGE_CREDS", "not-secret-named-1")  # not by name ...
