@@ -87,7 +87,7 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
             sql = f"SELECT * FROM read_parquet({sql_literal(path)}, union_by_name=true)"
         else:
             sql = empty_select_sql(name)
-        con.execute(f"CREATE VIEW {name} AS {sql}")
+        _create_view(con, name, sql, root)
     manifests = str(root / where / "manifest.json")
     cols = ", ".join(f"{k}: {sql_literal(v)}" for k, v in RUNS_COLUMNS.items())
     if glob.glob(manifests):
@@ -96,10 +96,24 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
         sql = "SELECT " + ", ".join(
             f'CAST(NULL AS {t}) AS "{k}"' for k, t in RUNS_COLUMNS.items()
         ) + " WHERE false"
-    con.execute(f"CREATE VIEW runs AS {sql}")
+    _create_view(con, "runs", sql, root)
     con.execute("CREATE VIEW latest AS SELECT * FROM runs WHERE status = 'ok' "
                 "ORDER BY finished_at DESC, run_id DESC LIMIT 1")
     return con
+
+
+def _create_view(con: duckdb.DuckDBPyConnection, name: str, sql: str, root: Path) -> None:
+    """``CREATE VIEW name AS sql``; a run file DuckDB may not read (a link that leaves the
+    runs directory: DuckDB resolves links and refuses) is a one-line error."""
+    import duckdb
+
+    try:
+        con.execute(f"CREATE VIEW {name} AS {sql}")
+    except duckdb.PermissionException as exc:
+        where = str(exc).splitlines()[0].partition('"')[2].partition('"')[0] or str(root)
+        raise QueryError(f"query: cannot read {where}: it leads outside the runs directory "
+                         f"{root} (a symbolic link?); link the runs directory itself, or "
+                         "pass --runs-dir where the runs really are") from None
 
 
 # set when the connection is made, before the configuration is locked

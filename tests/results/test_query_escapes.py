@@ -94,6 +94,8 @@ ESCAPES = [
     "SELECT * FROM sniff_csv('/etc/passwd')",
     "SELECT * FROM parquet_metadata('../x.parquet')",
     "WITH t AS (SELECT * FROM read_text('outside.txt')) SELECT * FROM t",
+    "SELECT * FROM read_text('runs/exp/peek/secret.txt')",  # a link out of the runs dir
+    "SELECT * FROM glob('runs/exp/peek/*')",
     "SELECT * FROM duckdb_secrets()",
     "SELECT * FROM duckdb_extensions()",
     # Python variables in the caller's frames
@@ -118,6 +120,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pq.write_table(pa.table({"run_id": ["r1"], "metric": ["echo_rate"], "slice": ["all"],
                              "value": [0.25]}), run / "metrics.parquet")
     (cwd / "outside.txt").write_text("a secret outside the runs directory\n")
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "secret.txt").write_text("a secret a link points to\n")
+    (cwd / "runs" / "exp" / "peek").symlink_to(elsewhere, target_is_directory=True)
     return cwd
 
 
@@ -197,3 +202,18 @@ def test_results_are_data_not_relations(project: Path) -> None:
     assert result.columns == ["run_id", "metric", "slice", "value"]
     assert not hasattr(result, "to_parquet") and not hasattr(result, "query")
     assert result.arrow().num_rows == 1
+
+
+def test_a_run_folder_linked_from_elsewhere_is_a_one_line_error(tmp_path: Path) -> None:
+    real = tmp_path / "disk" / "exp" / "r1"
+    real.mkdir(parents=True)
+    pq.write_table(pa.table({"run_id": ["r1"], "metric": ["m"]}), real / "metrics.parquet")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "exp").symlink_to(real.parent, target_is_directory=True)
+    with pytest.raises(QueryError, match="leads outside the runs directory") as err:
+        evalkit.connect(str(tmp_path / "runs"))
+    assert len(str(err.value).splitlines()) == 1
+    # the runs directory itself may be a link
+    (tmp_path / "linked").symlink_to(tmp_path / "disk", target_is_directory=True)
+    assert evalkit.connect(str(tmp_path / "linked")).sql(
+        "SELECT metric FROM metrics").fetchall() == [("m",)]
