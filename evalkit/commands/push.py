@@ -8,6 +8,7 @@ from pathlib import Path
 
 from evalkit.commands._runs import find_run
 from evalkit.errors import EvalkitError
+from evalkit.redact import mask_tree
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +44,8 @@ def main(args: argparse.Namespace) -> int:
                "judges": args.judges.split(",") if args.judges else None}
     config = validate_dataclass(cls.Config, {k: v for k, v in options.items() if v is not None},
                                 f"push --to {args.to}", f"sink plugin '{args.to}'")
-    report = cls(args.to, config, None).push(run_dir)
+    # a server's answer may quote a key: what is printed is masked
+    report = mask_tree(cls(args.to, config, None).push(run_dir), by_name=False)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:

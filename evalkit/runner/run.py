@@ -20,6 +20,7 @@ from evalkit.config import PluginInstance, RunConfig
 from evalkit.context import RunContext
 from evalkit.errors import EvalkitError
 from evalkit.plugin import ImportedScores, Reject
+from evalkit.redact import mask
 from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
 from evalkit.results.writer import RunWriter
 from evalkit.runner.alerts import evaluate_alerts, raise_on_fired
@@ -91,7 +92,7 @@ def _push(sinks: list[tuple[PluginInstance, Any]], run_dir: Path) -> dict[str, A
             reports[inst.name] = report = sink.push(run_dir)
         except Exception as exc:
             reports[inst.name] = {"error": f"{type(exc).__name__}: {exc}"}
-            print(f"evalkit: sink {inst.name} failed: {exc}", file=sys.stderr)
+            print(f"evalkit: sink {inst.name} failed: {mask(str(exc))}", file=sys.stderr)
             continue
         if report.get("failed"):
             print(f"evalkit: sink {inst.name}: {report['failed']} item(s) failed; see "

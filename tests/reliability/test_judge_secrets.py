@@ -1,20 +1,23 @@
 """Secrets: with keys in the environment, in config interpolation and inside URLs (user-info
 and query), and a judge server that echoes the credentials it receives, nothing a run
 writes or prints contains them: the run directories, the response cache, the sweep
-directory with its multirun.yaml, stdout and stderr, the scores pushed to (fake) Langfuse.
+directory with its multirun.yaml, the run's HTML report), stdout and stderr (also of
+``evalkit push``), the scores pushed to (fake) Langfuse.
 Everything under the test's directory is read, not a list of known files."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-from tests.reliability.judge_support import Reply, evalkit_run, write_records
+from tests.reliability.judge_support import EVALKIT, Reply, evalkit_run, write_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "langfuse"))
 from fake_server import PUBLIC_KEY, SECRET_KEY, FakeLangfuse  # noqa: E402
@@ -79,11 +82,19 @@ def test_no_secret_is_written_or_printed(tmp_path, server, langfuse):
     runs = tmp_path / "runs"
     outputs = []
     one = evalkit_run("+experiment=secrets", f"runner.runs_dir={runs}", "-v",
+                      "runner.report=true",
                       "+sinks.langfuse.plugin=langfuse", "+sinks.langfuse.include_errors=true",
                       f"+judges.correctness_llm.params.api_key={OVERRIDE_KEY}",
                       cwd=tmp_path, env=env)
     outputs.append(one)
     assert one.returncode == 0, one.stderr[-3000:]
+    [first] = [p.parent for p in runs.glob("secrets/*/manifest.json")]
+    assert (first / "report.html").is_file()
+    pushed = subprocess.run([EVALKIT, "push", str(first), "--to", "langfuse", "--json",
+                             "--include-errors"], cwd=tmp_path, capture_output=True,
+                            text=True, env={**os.environ, **env}, timeout=120)
+    assert pushed.returncode == 0, pushed.stderr[-2000:]
+    outputs.append(pushed)
     sweep_base = [f"http://u:{p}@127.0.0.1:{server.port}/v1" for p in SWEEP]
     swept = evalkit_run("-m", "+experiment=secrets", f"runner.runs_dir={runs}",
                         f"hydra.sweep.dir={tmp_path / 'sweep'}",

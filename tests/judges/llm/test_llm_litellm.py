@@ -55,6 +55,11 @@ def test_litellm_transport_honours_retry_after_and_skips_client_errors(ctx, fake
     [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
                        cache=False), records(ROW))
     assert row["status"] == "error" and row["attempts"] == 1 and len(fake_llm.requests) == 3
+    assert row["error_cause"] == "client_error"
+    fake_llm.push(*[Reply(status=503)] * 2)
+    [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
+                       cache=False, max_retries=1, backoff_s=0.001), records(ROW))
+    assert (row["status"], row["error_cause"], row["attempts"]) == ("error", "server_error", 2)
 
 
 def test_litellm_transport_passes_logprobs_back(ctx, fake_llm):
@@ -68,7 +73,7 @@ def test_litellm_transport_timeout_is_an_error(ctx, fake_llm):
     [row] = judge(make(HallucinationLlmJudge, ctx, fake_llm, transport="litellm",
                        timeout_s=0.3, max_retries=0), records(ROW))
     assert row["status"] == "error" and row.get("value") is None and row["attempts"] == 1
-    assert "Timeout" in row["error"]
+    assert "Timeout" in row["error"] and row["error_cause"] == "timeout"
 
 
 _TWO_JUDGES = """
