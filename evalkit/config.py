@@ -5,6 +5,7 @@ runs; errors name the full key, the bad value and the fix."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -258,21 +259,47 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
               for i, a in enumerate(alerts_node)]
     resolved = OmegaConf.to_container(cfg, resolve=True)
     register_tree(resolved)  # its keys and URL credentials are masked wherever they show up
-    composed = mask_tree(resolved)
     source_node, source_limit = _source_limit(cfg.source)
+    source = instance("sources", "source", source_node, "source")
+    groups = {kind: _instances(kind, cfg.get(kind))
+              for kind in ("filters", "judges", "metrics", "sinks")}
+    # the manifest (and --cfg job) show every plugin's config with its defaults filled in
+    resolved["source"] = {**_filled(source), **({"limit": source_limit}
+                                                if source_limit is not None else {})}
+    for kind, instances in groups.items():
+        if instances:
+            resolved[kind] = {i.name: _filled(i) for i in instances}
+    resolved["runner"] = dataclasses.asdict(runner)
     return RunConfig(
         experiment=str(cfg.get("experiment") or "default"),
         runner=runner,
-        source=instance("sources", "source", source_node, "source"),
-        filters=_instances("filters", cfg.get("filters")),
-        judges=_instances("judges", cfg.get("judges")),
-        metrics=_instances("metrics", cfg.get("metrics")),
+        source=source,
+        filters=groups["filters"],
+        judges=groups["judges"],
+        metrics=groups["metrics"],
         alerts=alerts,
-        composed=composed,
+        composed=mask_tree(resolved),
         overrides=[mask_override(o) for o in (overrides or [])],
-        sinks=_instances("sinks", cfg.get("sinks")),
+        sinks=groups["sinks"],
         source_limit=source_limit,
     )
+
+
+NOTHING_TO_EVALUATE = (
+    "nothing to evaluate: this config has no judges and no metrics, so the run only reads, "
+    "filters and stores the records; pick an experiment (+experiment=quickstart) or add some "
+    "(judges=[prompt_echo] metrics=[echo_rate]); `evalkit run --help` lists them")
+
+
+def nothing_to_evaluate(rc: RunConfig) -> bool:
+    """Whether ``rc`` has no judge, metric or sink: the run would store records and nothing
+    else, which is worth saying (it looks like an evaluation that found nothing)."""
+    return not (rc.judges or rc.metrics or rc.sinks)
+
+
+def _filled(inst: PluginInstance) -> dict[str, Any]:
+    """An instance's config as the plugin sees it: every key, defaults filled in."""
+    return {"plugin": inst.plugin, **dataclasses.asdict(inst.config)}
 
 
 def _source_limit(node: Any) -> tuple[Any, int | None]:

@@ -42,7 +42,12 @@ def _task(cfg: DictConfig) -> None:
     overrides = list(HydraConfig.get().overrides.task)
     try:
         rc = config_mod.load(cfg, overrides)
+        if _SHOW_JOB_CONFIG:
+            print(OmegaConf.to_yaml(rc.composed), end="")
+            return
         result = execute(rc)
+        if config_mod.nothing_to_evaluate(rc):  # said after the run, which stored the records
+            print(f"evalkit: warning: {config_mod.NOTHING_TO_EVALUATE}", file=sys.stderr)
         if rc.runner.report and not rc.runner.dry_run:
             from evalkit.report._sweep import note_sweep_run
 
@@ -60,6 +65,7 @@ def main(argv: list[str]) -> None:
 
     if any(a in ("-sc", "--shell-completion") for a in argv):
         sys.exit(shell_completion(argv))
+    argv = _take_cfg_job(argv)
     argv = take_verbose_flags(argv)
     # a secret value on the command line reaches the jobs through the environment, never a
     # sweep's multirun.yaml or Hydra's console lines
@@ -80,6 +86,21 @@ def main(argv: list[str]) -> None:
         argv = with_override(argv, f"hydra.searchpath=[file://{user_conf.resolve()}]")
     sys.argv = ["evalkit run", *argv]
     _task()
+
+
+_SHOW_JOB_CONFIG = False
+
+
+def _take_cfg_job(argv: list[str]) -> list[str]:
+    """``--cfg job`` (``-c job``) is answered by evalkit, not Hydra: the config as the run would
+    use it, validated, with every plugin's defaults filled in and secrets masked (Hydra's
+    shows only the keys the YAML files set). ``--cfg hydra|all`` stay Hydra's."""
+    global _SHOW_JOB_CONFIG
+    for i, arg in enumerate(argv[:-1]):
+        if arg in ("--cfg", "-c") and argv[i + 1] == "job":
+            _SHOW_JOB_CONFIG = True
+            return [a for j, a in enumerate(argv) if j not in (i, i + 1) and a != "--resolve"]
+    return argv
 
 
 def shell_completion(argv: list[str]) -> int:

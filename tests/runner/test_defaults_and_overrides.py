@@ -36,7 +36,8 @@ def test_pipeline_failure_filter_is_first_in_a_config_without_filters(tmp_path: 
         rc = load(OmegaConf.create(_config(tmp_path, filters)))
         assert [(f.name, f.plugin) for f in rc.filters] == [("pipeline_failure",
                                                              "pipeline_failure")]
-        assert rc.composed["filters"] == {"pipeline_failure": {"plugin": "pipeline_failure"}}
+        assert list(rc.composed["filters"]) == ["pipeline_failure"]
+        assert rc.composed["filters"]["pipeline_failure"]["plugin"] == "pipeline_failure"
 
 
 def test_pipeline_failure_filter_joins_an_experiments_own_filters(tmp_path: Path) -> None:
@@ -114,3 +115,30 @@ def test_documented_plugin_keys_are_set_without_plus(tmp_path: Path) -> None:
                    cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert "did you mean 'threshold'" in proc.stderr
+
+
+def test_a_run_with_nothing_to_evaluate_says_so(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    proc = run_cli("run", "source=jsonl", f"source.path={cfg['source']['path']}",
+                   "runner.summary=false", cwd=tmp_path)
+    assert proc.stderr.startswith("evalkit: warning: nothing to evaluate: this config has no "
+                                  "judges and no metrics")
+    assert "+experiment=quickstart" in proc.stderr
+    proc = run_cli("run", "source=jsonl", f"source.path={cfg['source']['path']}",
+                   "judges=[prompt_echo]", "runner.summary=false", cwd=tmp_path)
+    assert "nothing to evaluate" not in proc.stderr
+
+
+def test_cfg_job_and_the_manifest_show_every_plugins_defaults(tmp_path: Path) -> None:
+    out = run_cli("run", "+experiment=quickstart", "--cfg", "job", cwd=tmp_path).stdout
+    # keys the presets do not set, with the plugins' defaults
+    for line in ("    ngram: 3", "    min_words: 3", "  max_line_bytes:", "    http_error: true",
+                 "  batch_size: 50000"):
+        assert line in out, line
+    assert not (tmp_path / "runs").exists()
+    run_cli("run", "+experiment=quickstart", "runner.summary=false", cwd=tmp_path)
+    (run,) = run_dirs(tmp_path, "quickstart")
+    config = json.loads((run / "manifest.json").read_text())["config"]
+    assert config["judges"]["prompt_echo"]["ngram"] == 3
+    assert config["filters"]["pipeline_failure"]["request_envelope"] is True
+    assert config["runner"]["batch_size"] == 50000
