@@ -3,7 +3,7 @@
 The limit set by page size, latency and concurrency is ``ceil(requests / concurrency) ×
 latency`` with ``requests = ceil(N / page size)`` (twice that on v3 with trace context: one
 trace lookup per page); the target is to finish within 1.5× it.
-The fake server runs in its own process (``tests/langfuse/fake_server.py``) with every
+The fake server runs in its own process (``tests/sources/langfuse/fake_server.py``) with every
 observation rendered beforehand, so its CPU competes as little as possible with the reader's,
 and answers each request 100 ms after it arrived: its own work (finding and assembling the
 page) happens within that time, as a real server's does. It is one thread, so a round's 8
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FAKE = ROOT / "tests" / "langfuse" / "fake_server.py"
+FAKE = ROOT / "tests" / "sources" / "langfuse" / "fake_server.py"
 START, END = "2026-05-01T00:00:00Z", "2026-05-08T00:00:00Z"
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli, run_dirs
+
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
 
 
 def test_top_level_help_lists_commands(tmp_path: Path) -> None:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import run_cli, run_dirs
+
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
 
 
 def test_judge_agreement_runs_offline(tmp_path):

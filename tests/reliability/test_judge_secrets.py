@@ -19,7 +19,7 @@ import pytest
 
 from tests.reliability.judge_support import EVALKIT, Reply, evalkit_run, write_records
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "langfuse"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sources" / "langfuse"))
 from fake_server import PUBLIC_KEY, SECRET_KEY, FakeLangfuse  # noqa: E402
 
 ENV_KEY = "sk-openai-ENVSECRET-0123456789"  # OPENAI_API_KEY, sent by one judge as Bearer

@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import run_cli, run_dirs
 
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
+
 ROOT = Path(__file__).resolve().parents[2]
 
 USER_EXPERIMENT = """\

@@ -14,6 +14,8 @@ from evalkit.config import load, plain_override
 from evalkit.errors import ConfigError
 from tests.conftest import run_cli, run_dirs
 
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
+
 ENVELOPE = {"completion": None, "rawRequest": {"model": "m", "messages": []}}
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import run_cli, run_dirs
 
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
+
 SECRET = "sk-test-0123456789abcdef"
 
 

@@ -11,6 +11,8 @@ from omegaconf import OmegaConf
 from evalkit.config import load
 from evalkit.runner.pipeline import execute
 
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
+
 ENVELOPE = {"completion": None, "reasoning": None, "rawRequest": {"model": "x"}}
 
 

@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
+
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
 
 EVALKIT = [sys.executable, "-m", "evalkit"]
 

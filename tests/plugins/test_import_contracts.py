@@ -8,7 +8,7 @@ import pytest
 
 tomllib = pytest.importorskip("tomllib")  # (Python 3.11+)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pyproject() -> dict:

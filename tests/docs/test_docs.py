@@ -14,7 +14,7 @@ import pytest
 from evalkit.configdoc import MARKER, config_keys, render
 from evalkit.results.columns import COLUMNS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_configuration_reference_is_up_to_date() -> None:

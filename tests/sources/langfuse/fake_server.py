@@ -12,7 +12,7 @@ Every JSON body it sends (and every score it receives) is validated against the 
 OpenAPI spec subset in ``data/openapi-subset.yml``; a violation is answered with a 500 and
 kept in ``violations``, so a test using the fake fails when the fake drifts from the spec.
 
-Run it alone (for benchmarks): ``python tests/langfuse/fake_server.py --generation v4
+Run it alone (for benchmarks): ``python tests/sources/langfuse/fake_server.py --generation v4
 --observations 50000 --latency 0.1``; it prints ``PORT <n>`` once listening.
 """
 

@@ -12,6 +12,8 @@ from importlib import resources
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
+
 DATA = resources.files("evalkit.data") / "audit.jsonl"
 LLM_ONLY = {"fabricated_tool_api", "instruction_skipping", "none"}
 

@@ -16,7 +16,7 @@ from evalkit.errors import SourceError
 from evalkit.results.writer import write_json
 from evalkit.sources.langfuse import LangfuseSourceConfig
 from evalkit.sources.langfuse.source import _meta_cursor
-from tests.langfuse.conftest import _serve, make_source, odd_observations, read_all
+from tests.sources.langfuse.conftest import _serve, make_source, odd_observations, read_all
 
 FAILED_KINDS = {"envelope", "http_error", "null"}
 

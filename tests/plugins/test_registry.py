@@ -15,7 +15,7 @@ from evalkit.errors import PluginError
 from evalkit.registry import Registry
 from tests.conftest import run_cli, run_dirs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from evalkit.errors import SourceError
 from evalkit.sources.langfuse import source as source_module
 from evalkit.sources.langfuse.source import _Reader
 from evalkit.sources.langfuse.workers import PagePool
-from tests.langfuse.conftest import _serve, make_source, odd_observations, read_all
+from tests.sources.langfuse.conftest import _serve, make_source, odd_observations, read_all
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@ import pytest
 from fake_server import FakeLangfuse
 
 from evalkit.sinks.langfuse import score_id
-from tests.langfuse.conftest import FROM, TO
+from tests.sources.langfuse.conftest import FROM, TO
+
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
 
 EVALKIT = str(Path(sys.executable).parent / "evalkit")
 FAILED_KINDS = {"envelope", "http_error", "null"}

@@ -15,8 +15,8 @@ from fake_server import FakeLangfuse, _obs, make_dataset, parse
 
 from evalkit.sources.langfuse import mapping
 from evalkit.sources.langfuse import source as source_module
-from tests.langfuse.conftest import WINDOW, make_source, read_all
-from tests.langfuse.test_workers import _sorted
+from tests.sources.langfuse.conftest import WINDOW, make_source, read_all
+from tests.sources.langfuse.test_workers import _sorted
 
 
 def _v2_page(objs: list[dict[str, Any]]) -> bytes:
