@@ -28,6 +28,7 @@ from evalkit.runner.judging import JudgeRunner, Judging
 from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
 from evalkit.runner.result import RunResult
+from evalkit.runner.summary import offline_judges
 
 
 def new_run_id() -> str:
@@ -211,6 +212,7 @@ def execute(rc: RunConfig) -> RunResult:
         judgment_errors=writer.error_causes,  # judge -> error cause -> count
         judgments_cached=dict(sorted(writer.judgments_cached.items())),
         dry_run=rc.runner.dry_run,
+        offline_judges=sorted(offline_judges(rc)),
         dry_run_estimates=judge_runner.estimates if rc.runner.dry_run else None,
         evalkit_version=versions["evalkit"],
         versions=versions,

@@ -25,8 +25,14 @@ def _num(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+def offline_judges(rc: RunConfig) -> set[str]:
+    """The judges of ``rc`` in offline mode (stand-in scores, not judgments)."""
+    return {inst.name for inst in rc.judges if getattr(inst.config, "offline", False)}
+
+
 def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # a pipe gets 120 columns unless COLUMNS says otherwise (rich reads it)
@@ -41,6 +47,7 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         + (" [yellow](see the rejects table)[/]" if m["n_rejects"] else "")
     )
     cached = m.get("judgments_cached") or {}
+    offline = offline_judges(rc)
     if result.judgment_counts:
         causes = m.get("judgment_errors") or {}
         jt = Table(title="judgments", title_justify="left", header_style="bold")
@@ -51,7 +58,8 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         if cached:
             jt.add_column("from cache", justify="right")
         for judge, by_status in result.judgment_counts.items():
-            row = [judge, *(str(by_status.get(s, 0)) for s in ("ok", "error", "skipped"))]
+            row = [escape(judge + (" [OFFLINE]" if judge in offline else "")),
+                   *(str(by_status.get(s, 0)) for s in ("ok", "error", "skipped"))]
             if causes:
                 by_cause = sorted((causes.get(judge) or {}).items(), key=lambda kv: -kv[1])
                 row.append(", ".join(f"{cause} {n}" for cause, n in by_cause))
@@ -62,6 +70,10 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
     if cached:
         console.print(f"{sum(cached.values())} judgments came from the response cache "
                       "(no call, no cost)")
+    if offline:
+        console.print(f"[bold yellow]OFFLINE[/]: {', '.join(sorted(offline))} scored without "
+                      "a model: deterministic stand-ins from content hashes (origin='offline'), "
+                      "not judgments; metrics marked \\[offline] rest on them")
     if m.get("dry_run"):
         et = Table(title="dry run: no judge was called; what a real run would send",
                    title_justify="left", header_style="bold")
@@ -88,6 +100,9 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
     rows = [r for r in all_rows
             if (rc.runner.summary_slices or r["slice"] == "all")
             and not r["metric"].endswith((".raw", ".filter_effect"))]
+    offline_metrics = {inst.name for inst in rc.metrics
+                       if offline & {getattr(inst.config, k, None)
+                                     for k in ("judge", "judge_a", "judge_b")}}
     if rows:
         mt = Table(title="metrics (raw: before filters)", title_justify="left",
                    header_style="bold")
@@ -102,7 +117,9 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
             key = (r["metric"], r["slice"])
             counts = "/".join(_num(r[k]) for k in ("n_attempted", "n_excluded", "n_judged",
                                                       "n_unscored"))
-            mt.add_row(r["metric"], r["slice"], _num(r["value"]), ci,
+            name = r["metric"] + (" [offline]" if r["metric"].split(".")[0] in
+                                  offline_metrics else "")
+            mt.add_row(escape(name), escape(r["slice"]), _num(r["value"]), ci,
                        _num(raw[key]) if key in raw else "", counts)
         console.print(mt)
         hidden = sum(1 for r in all_rows if r["slice"] != "all") if not \

@@ -4,9 +4,11 @@ the per-record loop over the engine, skip rules, accounting and dry-run estimate
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+import orjson
 import pyarrow as pa
 
 from evalkit.errors import EvalkitError
@@ -31,6 +33,7 @@ from evalkit.results.schemas import (
     json_text,
 )
 
+OFFLINE_MODEL = "offline"  # the judge_model of offline stand-in scores
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 
 
@@ -58,6 +61,9 @@ class LlmJudgeConfig:
     input_cost_per_mtok: float | None = None  # USD per million input tokens (self-hosted models)
     output_cost_per_mtok: float | None = None  # USD per million output tokens
     progress: bool = True  # progress bar on a terminal
+    # no model call: a deterministic stand-in score seeded from a hash of the judged content,
+    # stored with origin 'offline' and marked in the summary (for pipelines without a model)
+    offline: bool = False
 
     def validate(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -74,6 +80,10 @@ class LlmJudgeConfig:
                 raise ValueError(f"{key}: must be 0 or more, got {getattr(self, key)}")
         if (self.input_cost_per_mtok is None) != (self.output_cost_per_mtok is None):
             raise ValueError("input_cost_per_mtok and output_cost_per_mtok: set both or neither")
+
+
+# config keys that do not change what a judge asks, left out of an offline stand-in's seed
+_OPERATIONAL = frozenset(f.name for f in fields(LlmJudgeConfig)) | {"score", "threshold"}
 
 
 @dataclass(frozen=True)
@@ -139,9 +149,9 @@ class LlmJudge(AsyncJudge):
         self.name = name
         self.config = config
         self.ctx = ctx
-        self.judge_model = config.model
-        self.endpoint = resolve_endpoint(config.model, config.api_base, config.transport,
-                                         config.api_key_env)
+        self.judge_model = OFFLINE_MODEL if config.offline else config.model
+        self.endpoint = None if config.offline else resolve_endpoint(
+            config.model, config.api_base, config.transport, config.api_key_env)
         self._engine: Engine | None = None
         prices = None
         if config.input_cost_per_mtok is not None:
@@ -151,7 +161,8 @@ class LlmJudge(AsyncJudge):
             timeout_s=config.timeout_s, max_retries=config.max_retries,
             backoff_s=config.backoff_s, max_backoff_s=config.max_backoff_s,
             parse_retries=config.parse_retries,
-            cache=response_cache(ctx.cache_dir) if config.cache else None,
+            cache=response_cache(ctx.cache_dir) if config.cache and not config.offline
+            else None,
             cache_refresh=config.cache_refresh, prices=prices)
 
     @property
@@ -189,7 +200,10 @@ class LlmJudge(AsyncJudge):
         return self.params(call.schema_name, call.schema, **call.extra)
 
     def cached(self, call: Call) -> CallResult | None:
-        """The cached answer to ``call`` if there is one (no model call is made)."""
+        """The cached answer to ``call`` if there is one (no model call is made; offline
+        mode has no cache)."""
+        if self.config.offline:
+            return None
         return self.engine.lookup(call.messages, self.call_params(call), call.parse,
                                   self.policy)
 
@@ -224,6 +238,8 @@ class LlmJudge(AsyncJudge):
     async def ajudge(self, table: pa.Table) -> list[dict[str, Any]]:
         """Judge every record of ``table`` concurrently (bounded by the engine)."""
         records = self._records(table)
+        if self.config.offline:
+            return [self._offline(r) for r in records]
         async with self.engine.session():
             await self.prepare()
             with JudgeProgress(self.name, len(records), self.config.progress) as bar:
@@ -248,6 +264,36 @@ class LlmJudge(AsyncJudge):
             return {"record_id": record["record_id"], "status": "error",
                     "error": mask(f"{type(exc).__name__}: {exc}"), "error_cause": "judge_error"}
 
+    # --- offline mode ----------------------------------------------------------------------
+
+    def offline_value(self, unit: float) -> float:
+        """The offline score from ``unit``, a number in [0, 1) drawn from the content's hash
+        (a judge whose value is a transform of another's, as hallucination = 1 −
+        faithfulness, overrides this so its stand-ins keep that relation)."""
+        return unit
+
+    def _offline(self, record: dict[str, Any]) -> dict[str, Any]:
+        reason = self.skip_reason(record)
+        if reason is not None:
+            return {"record_id": record["record_id"], "status": "skipped",
+                    "explanation": reason, "attempts": 0, "origin": "offline"}
+        # the seed is the plugin, what it asks (its own settings: a rubric, criteria) and
+        # what it judges; not the instance name, the model, the endpoint or how the value is
+        # reported: the same question on the same content gets the same stand-in in every run
+        asked = {f.name: getattr(self.config, f.name) for f in fields(self.config)
+                 if f.name not in _OPERATIONAL}
+        content = {k: v for k, v in record.items() if k != "record_id"}
+        digest = hashlib.sha256(orjson.dumps(
+            [type(self).__name__, asked, content], default=str,
+            option=orjson.OPT_SORT_KEYS)).hexdigest()
+        value = self.offline_value(int(digest[:13], 16) / 16 ** 13)
+        return {"record_id": record["record_id"], "status": "ok", "value": value,
+                "origin": "offline", "attempts": 0, "input_tokens": 0, "output_tokens": 0,
+                "cost_usd": 0.0, "latency_s": 0.0,
+                "explanation": "offline mode: a deterministic stand-in score seeded from a hash "
+                               "of the judged content; not a judgment",
+                "details": {"offline": True, "seed": digest[:16]}}
+
     def estimate(self, table: pa.Table) -> dict[str, Any]:
         """Calls, tokens and cost this judge would spend on ``table``: the records it would
         not skip, less the calls the response cache already answers. No call is made."""
@@ -256,7 +302,10 @@ class LlmJudge(AsyncJudge):
                            for c in self.planned_calls(record)])
 
     def tally(self, planned: list[Call]) -> dict[str, Any]:
-        """The estimate for ``planned`` calls (see :meth:`estimate`)."""
+        """The estimate for ``planned`` calls (see :meth:`estimate`); none in offline mode."""
+        if self.config.offline:
+            return {"calls": 0, "cached_calls": 0, "input_tokens": 0, "output_tokens": 0,
+                    "cost_usd": 0.0}
         calls = cached = input_tokens = 0
         for call in planned:
             if self.cached(call) is not None:

@@ -78,6 +78,11 @@ class QagFaithfulnessJudge(LlmJudge):
     columns = ("record_id", "input", "output", "context")
     output_tokens_per_call = 400
 
+    def offline_value(self, unit: float) -> float:
+        # the stand-in is a faithfulness; a hallucination instance reports 1 − it, so two
+        # instances on the same records stay complementary offline as they are online
+        return unit if self.config.score == "faithfulness" else 1 - unit
+
     def skip_reason(self, record: dict[str, Any]) -> str | None:
         if not any(c and c.strip() for c in record.get("context") or []):
             return "no context to ground the output against"
