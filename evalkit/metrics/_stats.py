@@ -30,7 +30,9 @@ def slice_sql(column: str, alias: str | None = None) -> str:
     prefix = f"{alias}." if alias else ""
     if column.startswith("metadata."):
         path = "$" + "".join(f'."{p}"' for p in column.split(".")[1:])
-        return (f"json_extract_string({prefix}metadata, '{path.replace(chr(39), chr(39) * 2)}')"
+        # metadata that is not JSON (a source may keep plain text) has no keys: null
+        return (f"CASE WHEN json_valid({prefix}metadata) THEN json_extract_string("
+                f"{prefix}metadata, '{path.replace(chr(39), chr(39) * 2)}') END"
                 f' AS "{column}"')
     return f'{prefix}"{column}"'
 

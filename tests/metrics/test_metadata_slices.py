@@ -18,7 +18,7 @@ TASKS = ["billing", "support", "billing", "support", None, "billing"]
 RECS = [{"record_id": str(i), "latency_s": float(i),
          "outcome": "success" if i % 2 else "failure",
          "metadata": {"task": t, "user": {"tier": "gold" if i < 3 else "free"}} if t
-         else {"other": 1}}
+         else "plain text, not JSON"}
         for i, t in enumerate(TASKS)]
 JUDG = [{"record_id": str(i), "judge": "H", "value": 1.0 if TASKS[i] == "billing" else 0.0,
          "passed": TASKS[i] != "billing", "status": "ok"} for i in range(len(TASKS))]
