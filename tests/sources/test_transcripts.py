@@ -1,0 +1,303 @@
+"""``transcripts``: Claude Code session logs and OpenAI chat conversations, one record per
+assistant turn, with the turn-splitting rules of docs/agents.md."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalkit.config import instance
+from evalkit.errors import ConfigError, SourceError
+from evalkit.sources.transcripts import TranscriptsConfig, TranscriptsSource
+from tests.sources.conftest import read_all
+
+SID = "11111111-2222-4333-8444-555555555555"
+DATA = Path(__file__).resolve().parents[2] / "evalkit" / "data" / "agent_sessions"
+
+
+class Log:
+    """Writes a Claude Code session the way Claude Code does (a line per event; an assistant
+    message's content blocks on lines of their own sharing the message id and usage)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.n = 0
+
+    def _event(self, kind: str, message: dict[str, Any], side: bool = False,
+               **extra: Any) -> None:
+        self.n += 1
+        self.lines.append(json.dumps({
+            "parentUuid": None, "isSidechain": side, "userType": "external",
+            "cwd": "/repo", "sessionId": SID, "version": "2.0.14", "gitBranch": "main",
+            "type": kind, "message": message, "uuid": f"u{self.n}",
+            "timestamp": f"2026-11-03T09:00:{self.n:02d}.000Z", **extra}))
+
+    def user(self, text: Any, side: bool = False, **extra: Any) -> Log:
+        self._event("user", {"role": "user", "content": text}, side, **extra)
+        return self
+
+    def results(self, *results: tuple[str, Any, bool], side: bool = False) -> Log:
+        blocks = [{"type": "tool_result", "tool_use_id": tid, "content": content,
+                   **({"is_error": True} if err else {})} for tid, content, err in results]
+        return self.user(blocks, side)
+
+    def assistant(self, *blocks: dict[str, Any], side: bool = False, mid: str = "",
+                  model: str = "claude-sonnet-4-5", usage: dict[str, int] | None = None,
+                  **extra: Any) -> Log:
+        mid = mid or f"msg_{self.n}"
+        usage = usage or {"input_tokens": 10, "cache_read_input_tokens": 100,
+                          "cache_creation_input_tokens": 5, "output_tokens": 20}
+        for block in blocks:
+            self._event("assistant", {"id": mid, "role": "assistant", "model": model,
+                                      "content": [block], "usage": usage}, side,
+                        requestId="req_1", **extra)
+        return self
+
+    def raw(self, line: str) -> Log:
+        self.lines.append(line)
+        return self
+
+    def write(self, path: Path) -> Path:
+        path.write_text("\n".join(self.lines) + "\n")
+        return path
+
+
+def text(t: str) -> dict[str, Any]:
+    return {"type": "text", "text": t}
+
+
+def tool(tid: str, name: str, **inp: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tid, "name": name, "input": inp}
+
+
+def source(ctx, **cfg: Any) -> TranscriptsSource:
+    return TranscriptsSource("transcripts", TranscriptsConfig(**cfg), ctx)
+
+
+def records(ctx, path: Path, **cfg: Any) -> list[dict[str, Any]]:
+    table = read_all(source(ctx, path=str(path), **cfg))
+    rows = table.to_pylist()
+    for r in rows:
+        r["metadata"] = json.loads(r["metadata"])
+    return rows
+
+
+def test_one_record_per_assistant_turn_with_its_tool_results_as_context(ctx, tmp_path):
+    log = (Log().user("Why does test_total fail?")
+           .assistant(text("Let me run it."), tool("t1", "Bash", command="pytest -k total"),
+                      mid="m1")
+           .results(("t1", "E   assert 0.36000001 == 0.36\n1 failed", True))
+           .assistant(tool("t2", "Read", file_path="model.py"), mid="m2")
+           .results(("t2", [{"type": "text", "text": "13  return Decimal(float(x))"}], False))
+           .assistant(text("Line 13 converts through float."), mid="m3")
+           .user("Thanks, and why ROUND_HALF_UP?")
+           .assistant(text("Invoices round half up."), mid="m4"))
+    rows = records(ctx, log.write(tmp_path / f"{SID}.jsonl"))
+    assert [r["record_id"] for r in rows] == [f"{SID}:0", f"{SID}:1"]
+    first, second = rows
+    assert first["input"] == "Why does test_total fail?"
+    # the answer is the text after the turn's last tool result, not the narration before
+    assert first["output"] == "Line 13 converts through float."
+    assert first["context"] == ["[Bash error] E   assert 0.36000001 == 0.36\n1 failed",
+                                "[Read] 13  return Decimal(float(x))"]
+    assert first["session_id"] == SID and first["model"] == "claude-sonnet-4-5"
+    assert first["observation_id"] == "m3"
+    # usage counted once per API message (m1 has two lines), cache reads included in input
+    assert first["input_tokens"] == 3 * (10 + 100 + 5) and first["output_tokens"] == 60
+    assert first["latency_s"] == pytest.approx(6.0)  # prompt at :01, answer at :07
+    assert first["metadata"]["tool_calls"] == [
+        {"id": "t1", "name": "Bash", "ok": False, "error": "E   assert 0.36000001 == 0.36"},
+        {"id": "t2", "name": "Read", "ok": True}]
+    assert first["metadata"]["turn_index"] == 0 and first["metadata"]["cwd"] == "/repo"
+    assert second["context"] == [] and second["metadata"]["tool_calls"] == []
+    assert second["input"] == "Thanks, and why ROUND_HALF_UP?"
+
+
+def test_malformed_lines_are_rejects_and_the_session_goes_on(ctx, tmp_path):
+    log = (Log().user("Hi").raw('{"type":"assistant","message":{"content":[{"ty')
+           .raw("[1, 2]").assistant(text("Hello."))
+           .raw(json.dumps({"type": "assistant", "sessionId": SID})))
+    path = log.write(tmp_path / "s.jsonl")
+    rows = records(ctx, path)
+    assert [r["output"] for r in rows] == ["Hello."]
+    assert [(r["location"], r["reason"].split(":")[0]) for r in ctx.rejects] == [
+        (f"{path}:2", "malformed JSON"), (f"{path}:3", "expected a JSON object per line, got list"),
+        (f"{path}:5", "a 'assistant' event without a message object")]
+    assert ctx.rejects[0]["raw"].startswith('{"type":"assistant"')
+
+
+def test_sidechain_turns_are_records_of_their_own_or_skipped(ctx, tmp_path):
+    log = (Log().user("Find the slow commit.")
+           .assistant(tool("t1", "Task", prompt="List commits"), mid="m1")
+           .user("List commits", side=True)
+           .assistant(tool("s1", "Bash", command="git log"), side=True, mid="s-m1")
+           .results(("s1", "e41c9a2 flush every 500 rows", False), side=True)
+           .assistant(text("e41c9a2 lowered the flush size."), side=True, mid="s-m2")
+           .results(("t1", [text("e41c9a2 lowered the flush size.")], False))
+           .assistant(text("The flush size change in e41c9a2."), mid="m2"))
+    path = log.write(tmp_path / "s.jsonl")
+    rows = records(ctx, path)
+    assert [(r["record_id"], r["tags"]) for r in rows] == [
+        (f"{SID}:0", []), (f"{SID}:side:0", ["sidechain"])]
+    main, side = rows
+    assert main["metadata"]["tool_calls"] == [{"id": "t1", "name": "Task", "ok": True}]
+    assert side["input"] == "List commits" and side["metadata"]["sidechain"] is True
+    assert side["context"] == ["[Bash] e41c9a2 flush every 500 rows"]
+    src = source(ctx, path=str(path), sidechains="skip")
+    assert [r["record_id"] for r in read_all(src).to_pylist()] == [f"{SID}:0"]
+    assert src.counts["sidechain_turns_skipped"] == 1
+
+
+def test_a_huge_tool_output_is_cut_and_the_cut_counted(ctx, tmp_path):
+    huge = "x" * 50_000
+    log = (Log().user("cat the log").assistant(tool("t1", "Bash", command="cat l"))
+           .results(("t1", huge, False)).assistant(text("It is long.")))
+    (row,) = records(ctx, log.write(tmp_path / "s.jsonl"), max_tool_output_chars=1000)
+    assert len(row["context"][0]) < 1100
+    assert row["context"][0].endswith("[49000 more characters cut by evalkit]")
+    assert row["metadata"]["tool_calls"][0]["truncated_chars"] == 49_000
+    assert row["metadata"]["truncated_tool_outputs"] == 1
+
+
+def test_prompts_in_a_row_interruptions_and_unanswered_prompts(ctx, tmp_path):
+    log = (Log().user("Rename --verbose.").user("Keep it as an alias.")
+           .assistant(tool("t1", "Edit", file_path="main.py"))
+           .user("[Request interrupted by user for tool use]")
+           .user("Only the docs, please.")
+           .assistant(text("Docs updated."))
+           .user("Now commit."))
+    path = log.write(tmp_path / "s.jsonl")
+    rows = records(ctx, path)
+    first, second = rows
+    assert first["input"] == "Rename --verbose.\n\nKeep it as an alias."
+    assert first["output"] is None and first["metadata"]["interrupted"] is True
+    assert first["status_message"].startswith("interrupted by the user")
+    assert first["metadata"]["tool_calls"] == [{"id": "t1", "name": "Edit", "ok": None}]
+    assert first["metadata"]["n_tool_without_result"] == 1
+    assert second["input"] == "Only the docs, please." and second["output"] == "Docs updated."
+    assert [r["reason"].split(" (")[0] for r in ctx.rejects] == [
+        "a user prompt with no assistant reply"]
+    assert ctx.rejects[0]["raw"] == "Now commit."
+
+
+def test_an_api_error_turn_is_an_error_level_record(ctx, tmp_path):
+    log = (Log().user("Add the header.")
+           .assistant(text('API Error: 529 {"type":"overloaded_error"}'), model="<synthetic>",
+                      isApiErrorMessage=True))
+    (row,) = records(ctx, log.write(tmp_path / "s.jsonl"))
+    assert row["level"] == "ERROR" and row["output"] is None
+    assert row["status_message"].startswith("API Error: 529") and row["model"] is None
+
+
+def test_meta_and_command_messages_are_not_prompts(ctx, tmp_path):
+    log = (Log().user("Caveat: The messages below were generated by the user", isMeta=True)
+           .user("<command-name>/clear</command-name>")
+           .raw(json.dumps({"type": "summary", "summary": "x"}))
+           .user("Real question?").assistant(text("Real answer.")))
+    src = source(ctx, path=str(log.write(tmp_path / "s.jsonl")))
+    rows = read_all(src).to_pylist()
+    assert [(r["input"], r["output"]) for r in rows] == [("Real question?", "Real answer.")]
+    assert src.counts["ignored_events"] == 3
+
+
+def test_a_file_without_session_events_is_a_reject(ctx, tmp_path):
+    path = tmp_path / "other.jsonl"
+    path.write_text(json.dumps({"type": "summary", "summary": "x"}) + "\n")
+    assert read_all(source(ctx, path=str(path))).num_rows == 0
+    assert [r["location"] for r in ctx.rejects] == [str(path)]
+    assert "no user or assistant event" in ctx.rejects[0]["reason"]
+
+
+def test_openai_chat_conversations(ctx, tmp_path):
+    conv = {"id": "c1", "model": "gpt-4o-mini", "metadata": {"task": "billing"}, "messages": [
+        {"role": "system", "content": "Be helpful."},
+        {"role": "user", "content": "Refund ZK7Q2P?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function",
+             "function": {"name": "get_booking", "arguments": "{\"ref\": \"ZK7Q2P\"}"}},
+            {"id": "b", "type": "function", "function": {"name": "policy", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "{\"refundable\": false}"},
+        {"role": "tool", "tool_call_id": "b", "content": "Error: policy service down"},
+        {"role": "assistant", "content": "It is refundable."},
+        {"role": "user", "content": "Thanks"},
+        {"role": "assistant", "content": [{"type": "text", "text": "You're welcome."}]}]}
+    bad = {"id": "c2", "messages": [{"role": "user", "content": "x"}, "oops",
+                                    {"role": "robot", "content": "y"},
+                                    {"role": "assistant", "content": "z"}]}
+    path = tmp_path / "convs.jsonl"
+    path.write_text(json.dumps(conv) + "\nnot json\n" + json.dumps({"no": "messages"}) + "\n"
+                    + json.dumps(bad) + "\n")
+    rows = records(ctx, path)
+    assert [r["record_id"] for r in rows] == ["c1:0", "c1:1", "c2:0"]
+    first = rows[0]
+    assert (first["input"], first["output"]) == ("Refund ZK7Q2P?", "It is refundable.")
+    assert first["context"] == ['[get_booking] {"refundable": false}',
+                                "[policy error] Error: policy service down"]
+    assert [(c["name"], c["ok"]) for c in first["metadata"]["tool_calls"]] == [
+        ("get_booking", True), ("policy", False)]
+    assert first["model"] == "gpt-4o-mini" and first["metadata"]["task"] == "billing"
+    assert rows[1]["output"] == "You're welcome." and rows[1]["context"] == []
+    assert [(r["location"].rsplit(":", 1)[1], r["reason"]) for r in ctx.rejects] == [
+        ("2", "malformed JSON: the line is not a JSON conversation"),
+        ("3", "expected an object with a 'messages' list (OpenAI chat-messages shape)"),
+        ("4", "messages[1] is not an object"), ("4", "messages[2] has an unknown role 'robot'")]
+
+
+def test_a_directory_glob_and_gzip(ctx, tmp_path):
+    (tmp_path / "a").mkdir()
+    Log().user("q1").assistant(text("a1")).write(tmp_path / "a" / "one.jsonl")
+    data = "\n".join(Log().user("q2").assistant(text("a2")).lines).encode()
+    (tmp_path / "a" / "two.jsonl.gz").write_bytes(gzip.compress(data))
+    assert {r["output"] for r in records(ctx, tmp_path / "a")} == {"a1", "a2"}
+    assert [r["output"] for r in records(ctx, tmp_path / "a" / "*.gz")] == ["a2"]
+    with pytest.raises(SourceError, match="source.path: no session file matches"):
+        source(ctx, path=str(tmp_path / "nothing*.jsonl"))
+
+
+def test_sessions_discovered_from_telemetry_logs(ctx, tmp_path):
+    sessions = tmp_path / "projects" / "-home-dev-repo"
+    sessions.mkdir(parents=True)
+    Log().user("q").assistant(text("a")).write(sessions / f"{SID}.jsonl")
+    Log().user("not named").assistant(text("b")).write(sessions / "other.jsonl")
+    otlp = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"attributes": [
+        {"key": "event.name", "value": {"stringValue": "user_prompt"}},
+        {"key": "session.id", "value": {"stringValue": SID}}]}, {"attributes": [
+            {"key": "session.id", "value": {"stringValue": "missing-session"}}]}]}]}]}
+    logs = tmp_path / "telemetry.jsonl"
+    logs.write_text(json.dumps(otlp) + "\n" + json.dumps({"session_id": SID}) + "\n")
+    src = source(ctx, discover_from=str(logs), sessions_dir=str(tmp_path / "projects"))
+    rows = read_all(src).to_pylist()
+    assert [r["session_id"] for r in rows] == [SID]
+    assert [r["location"] for r in ctx.rejects] == [f"{logs}:1"]
+    assert "session missing-session is named in the telemetry" in ctx.rejects[0]["reason"]
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({}, "source.path: set path"),
+    ({"path": "x", "format": "yaml"}, "source.format"),
+    ({"path": "x", "sidechains": "merge"}, "source.sidechains"),
+    ({"path": "x", "max_tool_output_chars": 10}, "source.max_tool_output_chars"),
+])
+def test_bad_config(cfg, message):
+    with pytest.raises(ConfigError, match=message):
+        instance("sources", "source", {"plugin": "transcripts", **cfg}, "source")
+
+
+def test_the_bundled_sample(ctx):
+    src = source(ctx, path=str(DATA / "openai"), discover_from=str(DATA / "telemetry"),
+                 sessions_dir=str(DATA / "claude"))
+    rows = read_all(src).to_pylist()
+    assert len({r["session_id"] for r in rows}) == 7
+    with_results = [r for r in rows if r["context"]]
+    assert 0 < len(with_results) < len(rows)  # turns with and without tool results
+    calls = [c for r in rows for c in json.loads(r["metadata"])["tool_calls"]]
+    assert {c["ok"] for c in calls} == {True, False, None}
+    assert any("sidechain" in r["tags"] for r in rows)
+    assert any(r["level"] == "ERROR" for r in rows)
+    reasons = " ".join(r["reason"] for r in ctx.rejects)
+    assert "malformed JSON" in reasons and "is named in the telemetry" in reasons
+    assert any(json.loads(r["metadata"])["truncated_tool_outputs"] for r in rows)
