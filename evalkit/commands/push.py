@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the sink plugin to push to (e.g. langfuse; see `evalkit plugins`)")
     parser.add_argument("--runs-dir", default="runs", help="the runs directory (default: runs)")
     parser.add_argument("--host", default=None, help="override the sink's host")
+    parser.add_argument("--endpoint", default=None,
+                        help="the otlp sink's OTLP/HTTP logs URL (default: the standard "
+                        "OTEL_EXPORTER_OTLP_* environment variables)")
     parser.add_argument("--judges", default=None,
                         help="comma-separated judge names to push (default: all)")
     parser.add_argument("--include-skipped", action="store_true",
@@ -39,7 +42,8 @@ def main(args: argparse.Namespace) -> int:
         cls = registry().get("sinks", args.to)
     except PluginError as exc:
         raise EvalkitError(f"push --to: {exc}") from None
-    options = {"host": args.host, "include_skipped": args.include_skipped or None,
+    options = {"host": args.host, "endpoint": args.endpoint,
+               "include_skipped": args.include_skipped or None,
                "include_errors": args.include_errors or None, "id_scope": args.id_scope,
                "judges": args.judges.split(",") if args.judges else None}
     config = validate_dataclass(cls.Config, {k: v for k, v in options.items() if v is not None},
