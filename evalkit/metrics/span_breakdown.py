@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from evalkit.metrics._signals import metric_row
+from evalkit.plugin import Metric
 
 GROUPINGS = ("type", "name")
 
@@ -44,7 +45,7 @@ def record_spans(metadata: str | None) -> list[dict[str, Any]]:
     return [s for s in spans if isinstance(s, dict)] if isinstance(spans, list) else []
 
 
-class SpanBreakdownMetric:
+class SpanBreakdownMetric(Metric):
     """Rows ``NAME`` (a span count) with slices ``all``, ``type=<type>`` and
     ``span=<type>/<name>``, and ``NAME.error_rate`` (the share of those spans that failed)
     for the same slices; ``details`` holds the error count."""

@@ -19,6 +19,7 @@ import orjson
 
 from evalkit.metrics._signals import SliceConfig, metric_row
 from evalkit.metrics._stats import mean_ci, slice_sql
+from evalkit.plugin import Metric
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def tool_calls(metadata: str | None) -> list[dict[str, Any]]:
     return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
 
 
-class ToolCorrectnessMetric:
+class ToolCorrectnessMetric(Metric):
     """Rows ``NAME`` (share of tool calls with a result that succeeded) for ``all``, each
     ``tool=<name>`` and each slice of ``slice_by``; ``details`` holds the counts and the most
     common errors. ``n_attempted`` counts calls, not records."""

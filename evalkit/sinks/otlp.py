@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import EvalkitError
+from evalkit.plugin import Sink
 
 EVENT_NAME = "gen_ai.evaluation.result"
 FILE_NAME = Path("otlp") / "evaluations.jsonl"
@@ -134,7 +135,7 @@ def otlp_json(batch: Any) -> dict[str, Any]:
     return out
 
 
-class OtlpSink:
+class OtlpSink(Sink):
     """Exports a run's judgments as ``gen_ai.evaluation.result`` log records (see the module
     docstring)."""
 

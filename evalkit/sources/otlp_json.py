@@ -28,6 +28,7 @@ from typing import IO, Any
 import orjson
 import pyarrow as pa
 
+from evalkit.plugin import Source
 from evalkit.results.schemas import RECORDS, conform, json_text
 
 GENAI_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings")
@@ -231,7 +232,7 @@ def _open(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")
 
 
-class OtlpJsonSource:
+class OtlpJsonSource(Source):
     """OTLP/JSON trace files (a collector's file exporter), one record per GenAI span; see
     the module docstring."""
 

@@ -28,6 +28,7 @@ import orjson
 import pyarrow as pa
 
 from evalkit.errors import SourceError
+from evalkit.plugin import Source
 from evalkit.results.schemas import RECORDS, conform, json_text
 
 FORMATS = ("auto", "claude_code", "openai")
@@ -503,7 +504,7 @@ def _named_sessions(obj: Any) -> Iterator[tuple[str, str | None]]:
             yield from _named_sessions(value)
 
 
-class TranscriptsSource:
+class TranscriptsSource(Source):
     """Coding-agent session transcripts, one record per assistant turn (see the module
     docstring and ``docs/agents.md``)."""
 
