@@ -18,18 +18,17 @@ Every other span (tool, agent, hook spans) is a record too, set aside by the sou
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 import pyarrow as pa
 
 from evalkit.plugin import Source
 from evalkit.results.schemas import RECORDS, conform, json_text
+from evalkit.sources._json_lines import MAX_LINE_BYTES, json_lines
 
 GENAI_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings")
 EXCLUDED_BY = "non_genai_span"
@@ -46,9 +45,12 @@ class OtlpJsonConfig:
     # with excluded_by='non_genai_span' (for span_breakdown and tool_correctness); false: only
     # count them in the manifest
     keep_other_spans: bool = True
+    max_line_bytes: int = MAX_LINE_BYTES  # a longer line is a reject, skipped unread
     batch_size: int = 5_000  # records per batch
 
     def validate(self) -> None:
+        if self.max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes: must be positive, got {self.max_line_bytes}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size: must be positive, got {self.batch_size}")
 
@@ -228,10 +230,6 @@ def span_record(span: dict[str, Any], resource: dict[str, Any], scope: dict[str,
     }
 
 
-def _open(path: Path) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")
-
-
 class OtlpJsonSource(Source):
     """OTLP/JSON trace files (a collector's file exporter), one record per GenAI span; see
     the module docstring."""
@@ -259,24 +257,17 @@ class OtlpJsonSource(Source):
         """Every span's record, in file order; rejects go to the run as they are met."""
         seen: set[str] = set()
         for path in self.paths:
-            with _open(path) as fh:
-                for n, raw in enumerate(fh, 1):
-                    if not raw.strip():
-                        continue
-                    where = f"{path}:{n}"
-                    text = raw.decode("utf-8", "replace").rstrip("\n")
-                    try:
-                        request = orjson.loads(raw)
-                    except orjson.JSONDecodeError as exc:
-                        self.ctx.reject(self.name, where, f"malformed JSON: {exc}", text)
-                        continue
-                    if not isinstance(request, dict) or \
-                            not isinstance(request.get("resourceSpans"), list):
-                        self.ctx.reject(self.name, where, "not an ExportTraceServiceRequest "
-                                        "(no resourceSpans list); is this a logs or metrics "
-                                        "file?", text)
-                        continue
-                    yield from self._request(request, where, text, seen)
+            for line in json_lines(path, self.config.max_line_bytes):
+                where, text, request = f"{path}:{line.number}", line.raw, line.value
+                if line.problem is not None:
+                    self.ctx.reject(self.name, where, line.problem, text)
+                    continue
+                if not isinstance(request, dict) or \
+                        not isinstance(request.get("resourceSpans"), list):
+                    self.ctx.reject(self.name, where, "not an ExportTraceServiceRequest (no "
+                                    "resourceSpans list); is this a logs or metrics file?", text)
+                    continue
+                yield from self._request(request, where, text, seen)
 
     def _request(self, request: dict[str, Any], where: str, text: str,
                  seen: set[str]) -> Iterator[dict[str, Any]]:

@@ -16,13 +16,12 @@ problems, so they are tested without files.
 from __future__ import annotations
 
 import glob
-import gzip
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -30,6 +29,7 @@ import pyarrow as pa
 from evalkit.errors import SourceError
 from evalkit.plugin import Source
 from evalkit.results.schemas import RECORDS, conform, json_text
+from evalkit.sources._json_lines import MAX_LINE_BYTES, Line, json_lines
 
 FORMATS = ("auto", "claude_code", "openai")
 SIDECHAINS = ("separate", "skip")
@@ -55,6 +55,7 @@ class TranscriptsConfig:
     sidechains: str = "separate"
     # a tool result longer than this many characters is cut (the rest counted in the marker)
     max_tool_output_chars: int = 20_000
+    max_line_bytes: int = MAX_LINE_BYTES  # a longer line is a reject, skipped unread
     batch_size: int = 1_000  # records per batch
 
     def validate(self) -> None:
@@ -69,6 +70,8 @@ class TranscriptsConfig:
         if self.max_tool_output_chars < 100:
             raise ValueError(f"max_tool_output_chars: {self.max_tool_output_chars} is too "
                              "small to keep a useful head of a tool result; use 100 or more")
+        if self.max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes: must be positive, got {self.max_line_bytes}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size: must be positive, got {self.batch_size}")
 
@@ -218,9 +221,9 @@ class Parsed:
     events: int = 0  # user and assistant events read
 
 
-def claude_turns(events: Iterable[tuple[int, Any, str]], limit: int) -> Parsed:
-    """Split a Claude Code session's events (``(line, parsed event or None, raw line)``;
-    ``None``: the line is not JSON) into turns. See ``docs/agents.md`` for the rules."""
+def claude_turns(events: Iterable[Line], limit: int) -> Parsed:
+    """Split a Claude Code session's lines (a ``problem``: the line cannot be read) into
+    turns. See ``docs/agents.md`` for the rules."""
     chains = {False: _Session(limit), True: _Session(limit)}
     problems: list[tuple[int, str, str]] = []
     session_id = None
@@ -228,10 +231,11 @@ def claude_turns(events: Iterable[tuple[int, Any, str]], limit: int) -> Parsed:
     meta: dict[str, Any] = {}
     seen_messages: dict[bool, set[str]] = {False: set(), True: set()}
     n_events = 0
-    for line, event, raw in events:
-        if event is None:
-            problems.append((line, "malformed JSON: the line is not a JSON event (cut off "
-                             "mid-write?); the rest of the session is read", raw))
+    for item in events:
+        line, event, raw = item.number, item.value, item.raw
+        if item.problem is not None:
+            problems.append((line, f"{item.problem} (cut off mid-write?); the rest of the "
+                             "session is read", raw))
             continue
         if not isinstance(event, dict):
             problems.append((line, f"expected a JSON object per line, got "
@@ -443,22 +447,6 @@ def _timestamp(text: str | None) -> datetime | None:
 
 # --- files ---------------------------------------------------------------------------------
 
-def _open(path: Path) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
-
-
-def _lines(path: Path) -> Iterator[tuple[int, Any, str]]:
-    with _open(path) as fh:
-        for n, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                event = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                event = None
-            yield n, event, raw.decode("utf-8", "replace").rstrip("\n")
-
-
 def session_files(pattern: str) -> list[Path]:
     """The session files of ``pattern``: a file, a directory (``*.jsonl`` and ``*.jsonl.gz``
     under it, recursively) or a glob."""
@@ -551,8 +539,9 @@ class TranscriptsSource(Source):
             by_stem.setdefault(p.name.split(".")[0], p)
         found: dict[str, Path] = {}
         for log in logs:
-            for n, event, _ in _lines(log):
-                for sid, transcript in _named_sessions(event):
+            for item in json_lines(log, cfg.max_line_bytes):
+                n = item.number
+                for sid, transcript in _named_sessions(item.value):
                     if sid in found or any(m[0] == sid for m in self.missing):
                         continue
                     if transcript and Path(transcript).is_file():
@@ -582,9 +571,10 @@ class TranscriptsSource(Source):
     def _format(self, path: Path) -> str:
         if self.config.format != "auto":
             return self.config.format
-        for _, event, _ in _lines(path):
-            if isinstance(event, dict):
-                return "openai" if isinstance(event.get("messages"), list) else "claude_code"
+        for item in json_lines(path, self.config.max_line_bytes):
+            if isinstance(item.value, dict):
+                return "openai" if isinstance(item.value.get("messages"), list) \
+                    else "claude_code"
         return "claude_code"
 
     def records(self) -> Iterator[dict[str, Any]]:
@@ -602,7 +592,7 @@ class TranscriptsSource(Source):
 
     def _claude(self, path: Path) -> Iterator[dict[str, Any]]:
         cfg = self.config
-        parsed = claude_turns(_lines(path), cfg.max_tool_output_chars)
+        parsed = claude_turns(json_lines(path, cfg.max_line_bytes), cfg.max_tool_output_chars)
         for line, reason, raw in parsed.problems:
             self._reject(f"{path}:{line}", reason, raw)
         self._count("ignored_events", parsed.ignored)
@@ -632,10 +622,11 @@ class TranscriptsSource(Source):
                 index += 1
 
     def _openai(self, path: Path) -> Iterator[dict[str, Any]]:
-        for n, conv, raw in _lines(path):
+        for item in json_lines(path, self.config.max_line_bytes):
+            n, conv, raw = item.number, item.value, item.raw
             where = f"{path}:{n}"
-            if conv is None:
-                self._reject(where, "malformed JSON: the line is not a JSON conversation", raw)
+            if item.problem is not None:
+                self._reject(where, item.problem, raw)
                 continue
             messages = conv.get("messages") if isinstance(conv, dict) else None
             if not isinstance(messages, list):

@@ -241,10 +241,11 @@ def test_openai_chat_conversations(ctx, tmp_path):
         ("get_booking", True), ("policy", False)]
     assert first["model"] == "gpt-4o-mini" and first["metadata"]["task"] == "billing"
     assert rows[1]["output"] == "You're welcome." and rows[1]["context"] == []
-    assert [(r["location"].rsplit(":", 1)[1], r["reason"]) for r in ctx.rejects] == [
-        ("2", "malformed JSON: the line is not a JSON conversation"),
+    assert [(r["location"].rsplit(":", 1)[1], r["reason"]) for r in ctx.rejects][1:] == [
         ("3", "expected an object with a 'messages' list (OpenAI chat-messages shape)"),
         ("4", "messages[1] is not an object"), ("4", "messages[2] has an unknown role 'robot'")]
+    assert ctx.rejects[0]["reason"].startswith("malformed JSON")
+    assert ctx.rejects[0]["location"] == f"{path}:2"
 
 
 def test_a_directory_glob_and_gzip(ctx, tmp_path):
@@ -301,3 +302,20 @@ def test_the_bundled_sample(ctx):
     reasons = " ".join(r["reason"] for r in ctx.rejects)
     assert "malformed JSON" in reasons and "is named in the telemetry" in reasons
     assert any(json.loads(r["metadata"])["truncated_tool_outputs"] for r in rows)
+
+
+def test_an_overlong_line_and_damaged_gzip_are_rejects(ctx, tmp_path):
+    lines = Log().user("q").assistant(text("a")).lines
+    lines.insert(1, json.dumps({"type": "progress", "data": "x" * 5000}))
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    rows = records(ctx, path, max_line_bytes=2000)
+    assert [r["output"] for r in rows] == ["a"]
+    assert ctx.rejects[0]["location"] == f"{path}:2"
+    assert "over the limit of 2,000" in ctx.rejects[0]["reason"]
+    # gzip found by its bytes, not its name; damaged data is a reject where it starts
+    data = gzip.compress(("\n".join(Log().user("q2").assistant(text("a2")).lines) + "\n")
+                         .encode())
+    (tmp_path / "z.jsonl").write_bytes(data[:-12] + b"garbage-----")
+    rows = records(ctx, tmp_path / "z.jsonl")
+    assert any("gzip" in r["reason"] for r in ctx.rejects[1:])
