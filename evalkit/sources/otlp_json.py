@@ -24,9 +24,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 import orjson
-import pyarrow as pa
 
-from evalkit.plugin import Source
+from evalkit.plugin import Reject, Source, SourceItem
 from evalkit.results.schemas import RECORDS, conform, json_text
 from evalkit.sources._json_lines import MAX_LINE_BYTES, json_lines
 
@@ -253,24 +252,24 @@ class OtlpJsonSource(Source):
     def _count(self, key: str) -> None:
         self.counts[key] = self.counts.get(key, 0) + 1
 
-    def records(self) -> Iterator[dict[str, Any]]:
-        """Every span's record, in file order; rejects go to the run as they are met."""
+    def records(self) -> Iterator[dict[str, Any] | Reject]:
+        """Every span's record, in file order, and the rejects as they are met."""
         seen: set[str] = set()
         for path in self.paths:
             for line in json_lines(path, self.config.max_line_bytes):
                 where, text, request = f"{path}:{line.number}", line.raw, line.value
                 if line.problem is not None:
-                    self.ctx.reject(self.name, where, line.problem, text)
+                    yield Reject(where, line.problem, text)
                     continue
                 if not isinstance(request, dict) or \
                         not isinstance(request.get("resourceSpans"), list):
-                    self.ctx.reject(self.name, where, "not an ExportTraceServiceRequest (no "
+                    yield Reject(where, "not an ExportTraceServiceRequest (no "
                                     "resourceSpans list); is this a logs or metrics file?", text)
                     continue
                 yield from self._request(request, where, text, seen)
 
     def _request(self, request: dict[str, Any], where: str, text: str,
-                 seen: set[str]) -> Iterator[dict[str, Any]]:
+                 seen: set[str]) -> Iterator[dict[str, Any] | Reject]:
         for rs in request["resourceSpans"]:
             if not isinstance(rs, dict):
                 continue
@@ -282,12 +281,12 @@ class OtlpJsonSource(Source):
                 for span in ss.get("spans") or []:
                     if not isinstance(span, dict) or not span.get("traceId") \
                             or not span.get("spanId"):
-                        self.ctx.reject(self.name, where, "a span without traceId or spanId",
+                        yield Reject(where, "a span without traceId or spanId",
                                         json_text(span))
                         continue
                     record = span_record(span, resource, scope, self.name, where)
                     if record["record_id"] in seen:
-                        self.ctx.reject(self.name, where, f"duplicate span "
+                        yield Reject(where, f"duplicate span "
                                         f"{record['record_id']} (already read)",
                                         json_text(span))
                         continue
@@ -302,9 +301,12 @@ class OtlpJsonSource(Source):
                                                     "counted, never judged")
                     yield record
 
-    def read(self) -> Iterator[pa.Table]:
+    def read(self) -> Iterator[SourceItem]:
         batch: list[dict[str, Any]] = []
         for record in self.records():
+            if isinstance(record, Reject):
+                yield record
+                continue
             batch.append(record)
             if len(batch) >= self.config.batch_size:
                 yield conform(batch, RECORDS)

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyarrow as pa
 
 from evalkit.errors import SourceError
-from evalkit.plugin import Source
+from evalkit.plugin import Reject, Source, SourceItem
 from evalkit.results.schemas import RECORDS, conform, json_text
 from evalkit.sources._json_lines import MAX_LINE_BYTES, Line, json_lines
 
@@ -560,9 +559,9 @@ class TranscriptsSource(Source):
             out["counts"] = dict(self.counts)
         return out
 
-    def _reject(self, location: str, reason: str, raw: Any = None) -> None:
+    def _reject(self, location: str, reason: str, raw: Any = None) -> Reject:
         self.counts["rejects"] = self.counts.get("rejects", 0) + 1
-        self.ctx.reject(self.name, location, reason, raw)
+        return Reject(location, reason, raw)
 
     def _count(self, key: str, n: int = 1) -> None:
         if n:
@@ -577,10 +576,10 @@ class TranscriptsSource(Source):
                     else "claude_code"
         return "claude_code"
 
-    def records(self) -> Iterator[dict[str, Any]]:
-        """Every turn's record, file by file; rejects go to the run as they are met."""
+    def records(self) -> Iterator[dict[str, Any] | Reject]:
+        """Every turn's record, file by file, and the rejects as they are met."""
         for sid, where in self.missing:
-            self._reject(where, f"session {sid} is named in the telemetry but no {sid}.jsonl "
+            yield self._reject(where, f"session {sid} is named in the telemetry but no {sid}.jsonl "
                          f"is under {self.config.sessions_dir or self.config.path}; copy the "
                          "transcript there or point sessions_dir at it")
         for path in self.paths:
@@ -590,14 +589,14 @@ class TranscriptsSource(Source):
             else:
                 yield from self._claude(path)
 
-    def _claude(self, path: Path) -> Iterator[dict[str, Any]]:
+    def _claude(self, path: Path) -> Iterator[dict[str, Any] | Reject]:
         cfg = self.config
         parsed = claude_turns(json_lines(path, cfg.max_line_bytes), cfg.max_tool_output_chars)
         for line, reason, raw in parsed.problems:
-            self._reject(f"{path}:{line}", reason, raw)
+            yield self._reject(f"{path}:{line}", reason, raw)
         self._count("ignored_events", parsed.ignored)
         if not parsed.events:
-            self._reject(str(path), "no user or assistant event: not a Claude Code session "
+            yield self._reject(str(path), "no user or assistant event: not a Claude Code session "
                          "log (an OpenAI conversation file needs a 'messages' list per line; "
                          "set source.format when auto-detection guesses wrong)")
             return
@@ -611,7 +610,7 @@ class TranscriptsSource(Source):
             index = 0
             for turn in turns:
                 if not turn.answered:
-                    self._reject(f"{path}:{turn.first_line}", "a user prompt with no "
+                    yield self._reject(f"{path}:{turn.first_line}", "a user prompt with no "
                                  "assistant reply (the session ended or was interrupted "
                                  "before one): no turn to evaluate",
                                  "\n\n".join(turn.prompts))
@@ -621,21 +620,21 @@ class TranscriptsSource(Source):
                                   extra=parsed.meta)
                 index += 1
 
-    def _openai(self, path: Path) -> Iterator[dict[str, Any]]:
+    def _openai(self, path: Path) -> Iterator[dict[str, Any] | Reject]:
         for item in json_lines(path, self.config.max_line_bytes):
             n, conv, raw = item.number, item.value, item.raw
             where = f"{path}:{n}"
             if item.problem is not None:
-                self._reject(where, item.problem, raw)
+                yield self._reject(where, item.problem, raw)
                 continue
             messages = conv.get("messages") if isinstance(conv, dict) else None
             if not isinstance(messages, list):
-                self._reject(where, "expected an object with a 'messages' list (OpenAI "
+                yield self._reject(where, "expected an object with a 'messages' list (OpenAI "
                              "chat-messages shape)", raw)
                 continue
             turns, problems = openai_turns(messages, self.config.max_tool_output_chars)
             for problem in problems:
-                self._reject(where, problem, raw)
+                yield self._reject(where, problem, raw)
             sid = next((str(conv[k]) for k in ("session_id", "conversation_id", "id")
                         if conv.get(k) is not None), f"{path.name}:{n}")
             extra: dict[str, Any] = {"line": n}
@@ -645,7 +644,7 @@ class TranscriptsSource(Source):
             index = 0
             for turn in turns:
                 if not turn.answered:
-                    self._reject(where, "a user message with no assistant reply: no turn to "
+                    yield self._reject(where, "a user message with no assistant reply: no turn to "
                                  "evaluate", "\n\n".join(turn.prompts))
                     continue
                 record = turn_record(turn, session_id=sid, index=index, source=self.name,
@@ -656,9 +655,12 @@ class TranscriptsSource(Source):
                 yield record
                 index += 1
 
-    def read(self) -> Iterator[pa.Table]:
+    def read(self) -> Iterator[SourceItem]:
         batch: list[dict[str, Any]] = []
         for record in self.records():
+            if isinstance(record, Reject):
+                yield record
+                continue
             self._count("turns")
             batch.append(record)
             if len(batch) >= self.config.batch_size:

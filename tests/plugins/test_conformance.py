@@ -47,6 +47,7 @@ CALLS_OUT = {("sources", "langfuse"), ("sinks", "langfuse")} | {
                                   "failure_mode_llm", "geval", "hallucination", "pairwise",
                                   "qag_faithfulness")}
 
+AGENT_DATA = Path(__file__).resolve().parents[2] / "evalkit" / "data" / "agent_sessions"
 LINES = [{"id": f"r{i}", "input": f"question {i}", "output": f"answer {i}", "model": "m",
           "latency_s": 0.1 * i} for i in range(5)]
 
@@ -62,6 +63,10 @@ def _files(kind: str, name: str, tmp_path: Path) -> dict[str, Any]:
         path.write_text("id,input,output\n" + "".join(
             f"{r['id']},{r['input']},{r['output']}\n" for r in LINES) + "x,too,many,cells\n")
         return {"path": str(path), "record_id": "id"}
+    if (kind, name) == ("sources", "transcripts"):  # the bundled sample's sessions
+        return {"path": str(AGENT_DATA / "claude")}
+    if (kind, name) == ("sources", "otlp_json"):
+        return {"path": str(AGENT_DATA / "traces" / "agent_traces.jsonl")}
     if (kind, name) == ("judges", "state_check"):
         path = tmp_path / "state.sqlite"
         with sqlite3.connect(path) as con:
