@@ -11,8 +11,11 @@ import sys
 from collections import Counter
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.sinks.otlp_receiver import otlp_receiver
+
+pytestmark = pytest.mark.e2e
 
 
 def _attrs(items):
