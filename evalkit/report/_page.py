@@ -406,7 +406,8 @@ def across_runs(runs: list[RunData], verdicts: list[dict[str, Any]], note: str) 
         rows.append(f"<tr><td>{e(v['run'])}</td><td>{e(v['metric'])}</td><td>{e(v['slice'])}"
                     f"</td><td class='num'>{e(fmt(v['a']))}</td><td class='num'>{e(fmt(v['b']))}"
                     f"</td><td class='num'>{e(fmt(v['delta']))}</td><td class='ci'>"
-                    f"{e(ci_text(v['ci_low'], v['ci_high']))}</td><td class='sig-{e(sig)}'>"
+                    f"{e(ci_text(v['ci_low'], v['ci_high']) or v.get('note') or '')}</td>"
+                    f"<td class='sig-{e(sig)}'>"
                     f"{e(sig)}</td></tr>")
     if rows:
         body += table(["run (B)", "metric", "slice", "A (first run)", "B", "B − A",
