@@ -32,6 +32,9 @@ pytestmark = pytest.mark.skipif(browser_missing() is not None and not REQUIRED,
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    why = browser_missing()
+    if why is not None:  # only when EVALKIT_REQUIRE_BROWSER=1 (.ci/run): else skipped above
+        pytest.fail(f"EVALKIT_REQUIRE_BROWSER=1 but the browser tests cannot run: {why}")
     from playwright.sync_api import sync_playwright
 
     from tests.report.conftest import chromium_path
