@@ -336,7 +336,7 @@ class RecordBuilder:
     """Collects parsed rows and turns them into record tables, rejecting what cannot become a
     record (with its location) and importing the scores the rows carry."""
 
-    def __init__(self, source: str, fields: Mapping[str, str],
+    def __init__(self, source: str, fields: Mapping[str, str | Sequence[str]],
                  required: list[str], record_id: str | None, scores: Mapping[str, str],
                  scores_list: str | None, extra_to_metadata: bool) -> None:
         for key, col in [("fields", c) for c in fields] + [("required", c) for c in required]:
@@ -347,17 +347,22 @@ class RecordBuilder:
         # what the rows gave besides records, in input order, until the caller takes them
         self.rejects: list[Reject] = []
         self.imported: list[ImportedScores] = []
-        mapping = {c: c for c in MAPPABLE if c not in ("record_id", "source")}
-        mapping.update(fields)
+        paths: dict[str, list[str]] = {c: [c] for c in MAPPABLE
+                                        if c not in ("record_id", "source")}
+        paths.update({c: [p] if isinstance(p, str) else list(p) for c, p in fields.items()})
         if record_id is not None:
-            mapping["record_id"] = record_id
-        self.mapping = mapping
-        self.parts = {c: parts_of(p) for c, p in mapping.items()}
+            paths["record_id"] = [record_id]
+        # column -> its path, or its fallback paths as 'a | b' (for messages)
+        self.mapping = {c: " | ".join(ps) for c, ps in paths.items()}
+        self.parts = {c: parts_of(ps[0]) for c, ps in paths.items()}
+        # column -> every path it reads, in order: the first non-null value of a row wins
+        self.fallbacks = {c: [parts_of(p) for p in ps] for c, ps in paths.items()}
+        every_path = [parts for ps in self.fallbacks.values() for parts in ps]
         self.required = list(required)
         self.scores = [(name, getter(path)) for name, path in scores.items()]
         self.scores_list = getter(scores_list) if scores_list else None
         # top-level keys that the mapping consumes; the others become metadata
-        consumed = {p.split(".")[0] for p in mapping.values()}
+        consumed = {str(parts[0]) for parts in every_path}
         consumed.update(p.split(".")[0] for p in scores.values())
         if scores_list:
             consumed.add(scores_list.split(".")[0])
@@ -365,12 +370,13 @@ class RecordBuilder:
         self.extra_to_metadata = extra_to_metadata and "metadata" not in fields
         self.seen = SeenIds()  # the ids of the rows kept so far
         self.kept: Sequence[Where] = []
-        self.plan = None if scores or scores_list else _typed_plan(self.parts.values())
+        self.plan = None if scores or scores_list else _typed_plan(every_path)
         # the heads read whole into text columns only: add_typed decodes those whose value
         # is a list or an object as raw JSON (json_texts)
-        text = {parts[0] for col, parts in self.parts.items()
+        read = [(col, parts) for col, ps in self.fallbacks.items() for parts in ps]
+        text = {parts[0] for col, parts in read
                 if len(parts) == 1 and pa.types.is_string(RECORDS.field(col).type)}
-        self.text_heads = text - {parts[0] for col, parts in self.parts.items()
+        self.text_heads = text - {parts[0] for col, parts in read
                                   if len(parts) > 1 or
                                   not pa.types.is_string(RECORDS.field(col).type)}
         self._reset()
@@ -483,8 +489,9 @@ class RecordBuilder:
         ids: list[Any] | None = None
         present = self.typed.present(rows, tops) if self.typed else \
             set().union(*map(dict.keys, rows))
-        for col, parts in self.parts.items():
-            if parts[0] not in present:
+        for col in self.parts:
+            found = [p for p in self.fallbacks[col] if p[0] in present]
+            if not found:
                 if col == "metadata" and self.extra_to_metadata and present - self.consumed:
                     text = self._extra_text(present, tops)
                     if text is None:
@@ -492,7 +499,12 @@ class RecordBuilder:
                         text = self._column(col, vals, bad)
                     arrays[col] = text
                 continue
-            vals = self._values(parts, tops)
+            vals = self._values(found[0], tops)
+            for more in found[1:]:  # fallbacks: a row's first non-null value wins
+                if None not in vals:
+                    break
+                vals = [v if v is not None else m
+                        for v, m in zip(vals, self._values(more, tops), strict=True)]
             if col == "record_id":
                 vals = ids = [None if v is None else v if type(v) is str else json_text(v)
                               for v in vals]

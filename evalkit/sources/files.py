@@ -19,7 +19,8 @@ __all__ = ["FileSourceConfig", "builder_for", "fingerprint", "resolve_paths"]
 @dataclass(frozen=True)
 class FileSourceConfig:
     path: str = "???"  # a file or a glob (*.jsonl, data/**/*.csv), relative to the working dir
-    fields: dict[str, str] = field(default_factory=dict)  # record column -> dotted path in a row
+    # record column -> dotted path in a row, or a list of paths: the first non-null one wins
+    fields: dict[str, Any] = field(default_factory=dict)
     record_id: str | None = None  # dotted path of a stable id; default: file name and line
     required: list[str] = field(default_factory=list)  # record columns a row must have
     scores: dict[str, str] = field(default_factory=dict)  # imported judge name -> dotted path
@@ -31,6 +32,13 @@ class FileSourceConfig:
     max_line_bytes: int = 32 << 20
 
     def validate(self) -> None:
+        for col, paths in self.fields.items():
+            if not (isinstance(paths, str) and paths) and not (
+                    isinstance(paths, list) and paths and
+                    all(isinstance(p, str) and p for p in paths)):
+                raise ValueError(f"fields.{col}: {paths!r} is not a dotted path or a list of "
+                                 "them (fallbacks, first non-null wins): e.g. "
+                                 "[response.text, output]")
         if self.max_line_bytes < 1:
             raise ValueError(f"max_line_bytes: {self.max_line_bytes} is not a positive number "
                              "of bytes; use e.g. 33554432 (32 MiB, the default)")
