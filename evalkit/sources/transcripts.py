@@ -657,9 +657,21 @@ class TranscriptsSource(Source):
 
     def read(self) -> Iterator[SourceItem]:
         batch: list[dict[str, Any]] = []
+        # record id -> where its session was read: the file (and an OpenAI conversation's
+        # line); a session met again (a copied file, a conversation id used twice) is rejected
+        seen: dict[str, str] = {}
         for record in self.records():
             if isinstance(record, Reject):
                 yield record
+                continue
+            meta = record["metadata"]
+            origin = meta["file"] + (f":{meta['line']}" if meta["format"] == "openai" else "")
+            first = seen.setdefault(record["record_id"], origin)
+            if first != origin:
+                yield self._reject(f"{meta['file']}:{meta.get('line', '?')}",
+                                   f"duplicate turn {record['record_id']}: its session was "
+                                   f"read already from {first}; remove the copy or narrow "
+                                   "source.path", record.get("input"))
                 continue
             self._count("turns")
             batch.append(record)

@@ -43,16 +43,17 @@ class Log:
     """Writes a Claude Code session the way Claude Code does (a line per event; an assistant
     message's content blocks on lines of their own sharing the message id and usage)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sid: str = SID) -> None:
         self.lines: list[str] = []
         self.n = 0
+        self.sid = sid
 
     def _event(self, kind: str, message: dict[str, Any], side: bool = False,
                **extra: Any) -> None:
         self.n += 1
         self.lines.append(json.dumps({
             "parentUuid": None, "isSidechain": side, "userType": "external",
-            "cwd": "/repo", "sessionId": SID, "version": "2.0.14", "gitBranch": "main",
+            "cwd": "/repo", "sessionId": self.sid, "version": "2.0.14", "gitBranch": "main",
             "type": kind, "message": message, "uuid": f"u{self.n}",
             "timestamp": f"2026-11-03T09:00:{self.n:02d}.000Z", **extra}))
 
@@ -271,7 +272,7 @@ def test_openai_chat_conversations(ctx, tmp_path):
 def test_a_directory_glob_and_gzip(ctx, tmp_path):
     (tmp_path / "a").mkdir()
     Log().user("q1").assistant(text("a1")).write(tmp_path / "a" / "one.jsonl")
-    data = "\n".join(Log().user("q2").assistant(text("a2")).lines).encode()
+    data = "\n".join(Log("other-session").user("q2").assistant(text("a2")).lines).encode()
     (tmp_path / "a" / "two.jsonl.gz").write_bytes(gzip.compress(data))
     assert {r["output"] for r in records(ctx, tmp_path / "a")} == {"a1", "a2"}
     assert [r["output"] for r in records(ctx, tmp_path / "a" / "*.gz")] == ["a2"]
@@ -339,3 +340,17 @@ def test_an_overlong_line_and_damaged_gzip_are_rejects(ctx, tmp_path):
     (tmp_path / "z.jsonl").write_bytes(data[:-12] + b"garbage-----")
     rows = records(ctx, tmp_path / "z.jsonl")
     assert any("gzip" in r["reason"] for r in ctx.rejects[1:])
+
+
+def test_a_session_met_twice_is_rejected_not_duplicated(ctx, tmp_path):
+    log = Log().user("q").assistant(text("a"))
+    log.write(tmp_path / "one.jsonl")
+    log.write(tmp_path / "two.jsonl")  # a copy: same sessionId
+    conv = json.dumps({"id": "c1", "messages": [{"role": "user", "content": "x"},
+                                                {"role": "assistant", "content": "y"}]})
+    (tmp_path / "convs.jsonl").write_text(conv + "\n" + conv + "\n")
+    rows = records(ctx, tmp_path)
+    assert sorted(r["record_id"] for r in rows) == [f"{SID}:0", "c1:0"]
+    assert sorted(r["location"].rsplit("/", 1)[1] for r in ctx.rejects) == [
+        "convs.jsonl:2", "two.jsonl:1"]
+    assert all("duplicate turn" in r["reason"] for r in ctx.rejects)
