@@ -76,6 +76,7 @@ def _run(tmp_path: Path, source: dict[str, Any], sinks: dict[str, Any],
     return execute(load(cfg))
 
 
+@pytest.mark.e2e  # whole runs
 def test_end_to_end_export_is_received_decoded_and_parented(tmp_path, monkeypatch):
     """A run over OTLP/JSON traces pushes one event per judgment at its end; the receiver
     decodes every attribute and each event carries the evaluated span's trace and span id."""
@@ -135,6 +136,7 @@ def test_end_to_end_export_is_received_decoded_and_parented(tmp_path, monkeypatc
     assert {r["eventName"] for r in records} == {"gen_ai.evaluation.result"}
 
 
+@pytest.mark.e2e  # whole runs
 def test_push_command_sends_a_finished_run_with_errors_and_skips(tmp_path, monkeypatch):
     """``evalkit push RUN --to otlp``: every judgment kind of a transcripts run, including
     offline stand-ins (their origin says so), an errored judgment with ``error.type``, and
@@ -175,6 +177,7 @@ def test_push_command_sends_a_finished_run_with_errors_and_skips(tmp_path, monke
     assert skipped and all("gen_ai.evaluation.score.value" not in a for a in skipped)
 
 
+@pytest.mark.e2e  # whole runs
 def test_a_failed_export_is_reported_and_the_file_still_written(tmp_path):
     result = _run(tmp_path, {"plugin": "otlp_json", "path": str(_traces(tmp_path))}, {},
                   {"echo": {"plugin": "prompt_echo"}})
@@ -189,6 +192,7 @@ def test_a_failed_export_is_reported_and_the_file_still_written(tmp_path):
     assert not list((result.run_dir / "otlp").glob(".*partial"))
 
 
+@pytest.mark.e2e  # whole runs
 def test_file_only_needs_no_network(tmp_path):
     result = _run(tmp_path, {"plugin": "otlp_json", "path": str(_traces(tmp_path))}, {},
                   {"echo": {"plugin": "prompt_echo"}})

@@ -163,6 +163,7 @@ def test_any_value():
     assert any_value({"arrayValue": {"values": [{"doubleValue": 0.5}]}}) == [0.5]
 
 
+@pytest.mark.e2e  # a whole run
 def test_error_spans_are_caught_by_pipeline_failure_and_tool_spans_counted(tmp_path):
     cfg = OmegaConf.create({
         "experiment": "traces",
