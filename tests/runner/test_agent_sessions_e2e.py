@@ -70,3 +70,31 @@ def test_agent_sessions_offline_with_the_export_received(tmp_path):
     alerts = pq.read_table(run_dir / "alerts.parquet").to_pylist()
     assert all(a["hints"] for a in alerts) and alerts
     assert (run_dir / "otlp" / "evaluations.jsonl").is_file()
+
+
+def test_agent_sessions_with_a_model(tmp_path):
+    """EVALKIT_OFFLINE=false puts a model in the judges' seats (a fake OpenAI-compatible
+    server here): real judgments, origin 'computed', nothing marked offline."""
+    from tests.judges.llm.fake_llm_server import FakeLLMServer
+
+    server = FakeLLMServer().start()
+    try:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("OTEL_", "EVALKIT_", "OPENAI_", "ANTHROPIC_"))}
+        env.update(EVALKIT_OFFLINE="false", EVALKIT_JUDGE_API_BASE=server.url,
+                   EVALKIT_JUDGE_MODEL="openai/gpt-4o-mini",
+                   EVALKIT_CACHE_DIR=str(tmp_path / "c"))
+        out = subprocess.run(
+            [sys.executable, "-m", "evalkit", "run", "+experiment=agent_sessions",
+             f"runner.runs_dir={tmp_path / 'runs'}"],
+            capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    finally:
+        server.stop()
+    assert out.returncode == 0, out.stderr
+    assert "OFFLINE" not in out.stdout
+    (run_dir,) = (tmp_path / "runs" / "agent_sessions").iterdir()
+    judgments = pq.read_table(run_dir / "judgments").to_pylist()
+    ok = [j for j in judgments if j["status"] == "ok"]
+    assert ok and {j["origin"] for j in ok} == {"computed"}
+    assert {j["judge_model"] for j in ok} == {"openai/gpt-4o-mini"}
+    assert json.loads((run_dir / "manifest.json").read_text())["offline_judges"] == []
