@@ -79,6 +79,7 @@ class RunConfig:
     overrides: list[str] = field(default_factory=list)
     sinks: list[PluginInstance] = field(default_factory=list)  # pushed to after the run
     source_limit: int | None = None  # source.limit: read the first N records only
+    sweep: dict[str, Any] | None = None  # in a sweep's job: {'id': sweep id, 'job': n}
 
 
 _TOP_KEYS = ("experiment", "source", "filters", "judges", "metrics", "runner", "alerts",

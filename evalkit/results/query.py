@@ -57,6 +57,8 @@ RUNS_COLUMNS = {
     "evalkit_version": "VARCHAR",
     "run_dir": "VARCHAR",
     "config": "JSON",
+    "sweep_id": "VARCHAR",  # the sweep (evalkit run -m) the run was a job of
+    "sweep_job": "BIGINT",  # its job number in that sweep
 }
 
 

@@ -6,6 +6,7 @@ Hydra owns the command line here (``--cfg job``, ``--help``, overrides, ``+exper
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from importlib import resources
@@ -37,14 +38,26 @@ def _task(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from evalkit import config as config_mod
+    from evalkit.runner import sweep
     from evalkit.runner.pipeline import execute
 
     overrides = list(HydraConfig.get().overrides.task)
+    job = sweep.current_job()  # None outside a sweep
+    if job is not None:
+        sweep.note({"job": job["job"], "event": "start", "overrides": [mask(o) for o in overrides]})
+    run_dir = None
     try:
         rc = config_mod.load(cfg, overrides)
         if _SHOW_JOB_CONFIG:
             print(OmegaConf.to_yaml(rc.composed), end="")
             return
+        if job is not None:
+            from evalkit.runner.run import new_run_id
+
+            run_id = rc.runner.run_id or new_run_id()
+            rc = dataclasses.replace(rc, sweep=job,
+                                     runner=dataclasses.replace(rc.runner, run_id=run_id))
+            run_dir = str(Path(rc.runner.runs_dir) / rc.experiment / run_id)
         result = execute(rc)
         if config_mod.nothing_to_evaluate(rc):  # said after the run, which stored the records
             print(f"evalkit: warning: {config_mod.NOTHING_TO_EVALUATE}", file=sys.stderr)
@@ -56,7 +69,29 @@ def _task(cfg: DictConfig) -> None:
         if os.environ.get("EVALKIT_FULL_ERROR"):
             raise
         print(f"evalkit: error: {mask(str(exc))}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        if job is None:
+            sys.exit(exc.exit_code)
+        # in a sweep the job ends here and the others go on; the sweep's exit code says it
+        sweep.note({"job": job["job"], "event": "end", "status": "failed",
+                    "exit": exc.exit_code, "error": mask(str(exc)), "run_dir": _if_run(run_dir)})
+        return
+    except Exception as exc:
+        if job is None or os.environ.get("EVALKIT_FULL_ERROR"):
+            raise
+        import traceback
+
+        print(mask(traceback.format_exc()), file=sys.stderr)
+        sweep.note({"job": job["job"], "event": "end", "status": "failed", "exit": 1,
+                    "error": mask(f"{type(exc).__name__}: {exc}"), "run_dir": _if_run(run_dir)})
+        return
+    if job is not None:
+        sweep.note({"job": job["job"], "event": "end", "status": "ok", "exit": 0,
+                    "run_dir": str(result.run_dir)})
+
+
+def _if_run(run_dir: str | None) -> str | None:
+    """``run_dir`` when the failed run left one (a manifest saying why)."""
+    return run_dir if run_dir and (Path(run_dir) / "manifest.json").exists() else None
 
 
 def main(argv: list[str]) -> None:
@@ -85,7 +120,18 @@ def main(argv: list[str]) -> None:
     if user_conf.is_dir() and not any(a.startswith("hydra.searchpath") for a in argv):
         argv = with_override(argv, f"hydra.searchpath=[file://{user_conf.resolve()}]")
     sys.argv = ["evalkit run", *argv]
-    _task()
+    from evalkit.runner import sweep
+
+    if not sweep.is_multirun(argv) or _SHOW_JOB_CONFIG:
+        _task()
+        return
+    status = sweep.start()
+    try:
+        _task()
+    finally:
+        code = sweep.finish(status)
+    if code:
+        sys.exit(code)
 
 
 _SHOW_JOB_CONFIG = False

@@ -129,6 +129,7 @@ def execute(rc: RunConfig) -> RunResult:
         "run_id": run_id, "experiment": rc.experiment, "status": "running",
         "started_at": started.isoformat(), "overrides": rc.overrides,
         "run_dir": str(run_dir), "config": rc.composed,
+        "sweep_id": (rc.sweep or {}).get("id"), "sweep_job": (rc.sweep or {}).get("job"),
     }
     judging = Judging(judge_runner, writer, source)
     n_excluded: dict[str, int] = {}

@@ -1,0 +1,161 @@
+"""A sweep (``evalkit run -m ...``) on any of Hydra's launchers: each job is one run with its
+own run directory, stamped with the sweep's id and its job number (``runs.sweep_id``,
+``runs.sweep_job``). A job that fails is noted and the others go on; when the launcher is
+done, the launching process prints one table of every job's headline metrics and exits with
+the highest exit code of its jobs (0 when all succeeded).
+
+The launching process creates the sweep's id and a status file and hands both to the jobs
+through the environment, which every launcher's worker processes inherit (joblib's loky
+workers, submitit's local processes). Each job appends two short JSON lines to the file
+(``O_APPEND``: one ``write`` of under ``PIPE_BUF`` bytes, atomic on a local file system): one
+when it starts, one when it ends; a job that started and never ended (its process died) is
+reported as failed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SWEEP_ID = "EVALKIT_SWEEP_ID"
+SWEEP_STATUS = "EVALKIT_SWEEP_STATUS"
+_MAX_LINE = 3800  # (under PIPE_BUF, 4096: one atomic append)
+MAX_METRICS = 6  # metric columns in the closing table; the rest are in the runs' tables
+
+
+def is_multirun(argv: list[str]) -> bool:
+    return any(a in ("-m", "--multirun") for a in argv) or any(
+        a.replace(" ", "") in ("hydra.mode=MULTIRUN", "hydra.mode=multirun") for a in argv)
+
+
+def start() -> Path:
+    """In the launching process: a new sweep id and status file, in the environment."""
+    from evalkit.runner.run import new_run_id
+
+    os.environ[SWEEP_ID] = new_run_id()
+    fd, path = tempfile.mkstemp(prefix="evalkit-sweep-status-", suffix=".jsonl")
+    os.close(fd)
+    os.environ[SWEEP_STATUS] = path
+    return Path(path)
+
+
+def current_job() -> dict[str, Any] | None:
+    """In a job: ``{"id": sweep id, "job": job number}`` when it runs as part of a sweep."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hc = HydraConfig.get()
+    if hc.mode != RunMode.MULTIRUN:
+        return None
+    return {"id": os.environ.get(SWEEP_ID), "job": int(hc.job.num)}
+
+
+def note(event: dict[str, Any]) -> None:
+    """In a job: one line of the sweep's status file (nothing outside a sweep)."""
+    path = os.environ.get(SWEEP_STATUS)
+    if not path:
+        return
+    line = json.dumps(event, default=str)
+    if len(line) > _MAX_LINE:
+        event = {**event, "error": str(event.get("error", ""))[:1000] + " …"}
+        line = json.dumps(event, default=str)[:_MAX_LINE]
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def jobs(path: Path) -> list[dict[str, Any]]:
+    """Each job's last word, by job number: started and never ended -> failed (exit 1)."""
+    out: dict[int, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        num = int(event["job"])
+        if event.get("event") == "start":
+            out.setdefault(num, {**event, "status": "failed", "exit": 1,
+                                 "error": "the job's process ended before the job did"})
+        else:
+            out[num] = {**out.get(num, {}), **event}
+    return [out[k] for k in sorted(out)]
+
+
+def _varying(all_overrides: list[list[str]]) -> list[list[str]]:
+    """Each job's overrides less those every job shares."""
+    common = set.intersection(*(set(o) for o in all_overrides)) if all_overrides else set()
+    return [[o for o in overrides if o not in common] for overrides in all_overrides]
+
+
+def _headline(run_dir: str | None) -> dict[str, str]:
+    """metric -> "value [low, high]" for the run's slice='all' rows."""
+    if not run_dir or not (Path(run_dir) / "metrics.parquet").exists():
+        return {}
+    import pyarrow.parquet as pq
+
+    from evalkit.runner.summary import _num
+
+    out: dict[str, str] = {}
+    for r in pq.read_table(Path(run_dir) / "metrics.parquet",
+                           columns=["metric", "slice", "value", "ci_low", "ci_high"]).to_pylist():
+        if r["slice"] != "all" or r["metric"].endswith((".raw", ".filter_effect")):
+            continue
+        ci = (f" [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
+              if r["ci_low"] is not None else "")
+        out[r["metric"]] = _num(r["value"]) + ci
+    return out
+
+
+def finish(path: Path) -> int:
+    """In the launching process, after the launcher returned: the closing table; the exit
+    code (the highest of the jobs')."""
+    os.environ.pop(SWEEP_STATUS, None)
+    sweep_id = os.environ.pop(SWEEP_ID, None)
+    if not path.exists():
+        return 0
+    done = jobs(path)
+    path.unlink()
+    if not done:
+        return 0
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from evalkit.redact import mask
+
+    console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
+    varying = _varying([list(j.get("overrides") or []) for j in done])
+    headlines = [_headline(j.get("run_dir")) for j in done]
+    names: list[str] = []
+    for h in headlines:
+        names += [n for n in h if n not in names]
+    shown = names[:MAX_METRICS]
+    failed = [j for j in done if j.get("status") != "ok"]
+    table = Table(title=f"sweep {sweep_id}: {len(done)} jobs, {len(failed)} failed "
+                        "(metrics: value [95% CI], slice all)",
+                  title_justify="left", header_style="bold")
+    for col in ("job", "overrides", "status", "run"):
+        table.add_column(col, overflow="fold")
+    for name in shown:
+        table.add_column(escape(name), justify="right", overflow="fold")
+    for j, over, head in zip(done, varying, headlines, strict=True):
+        status = j.get("status", "failed")
+        if status != "ok":
+            status = f"[bold red]failed (exit {j.get('exit', 1)})[/]"
+        run = Path(j["run_dir"]).name if j.get("run_dir") else "—"
+        table.add_row(str(j["job"]), escape(mask(" ".join(over))), status, escape(run),
+                      *(head.get(n, "—") for n in shown))
+    console.print(table)
+    if len(names) > len(shown):
+        console.print(f"[dim]{len(names) - len(shown)} more metrics: evalkit query \"SELECT * "
+                      f"FROM metrics JOIN runs USING (run_id) WHERE sweep_id = '{sweep_id}'\"[/]",
+                      soft_wrap=True)
+    for j in failed:
+        console.print(f"[bold red]job {j['job']} failed[/]: {escape(mask(str(j.get('error'))))}",
+                      soft_wrap=True)
+    return max((int(j.get("exit") or 1) for j in failed), default=0)
