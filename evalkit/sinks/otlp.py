@@ -229,7 +229,7 @@ class OtlpSink(Sink):
         logger = provider.get_logger("evalkit", version("evalkit"))
         sender = self._sender() if cfg.send else None
         endpoint = getattr(sender, "_endpoint", None) if sender is not None else None
-        report: dict[str, Any] = {"pushed": 0, "written": 0, "sent": 0, "failed": 0,
+        report: dict[str, Any] = {"events": 0, "pushed": 0, "written": 0, "sent": 0, "failed": 0,
                                   "parented": 0, "host": endpoint or "(file only)",
                                   "skipped": self._skipped(run_dir), "failures": []}
         target = run_dir / FILE_NAME
@@ -269,6 +269,8 @@ class OtlpSink(Sink):
         if out is not None:
             os.replace(partial, target)
             report["file"] = str(target)
+        # what reached its destination: the collector, or the file when nothing is sent
+        report["pushed"] = report["sent"] if cfg.send else report["written"]
         report["failures"] = report["failures"][:_FAILURES_KEPT]
         return report
 
@@ -284,7 +286,7 @@ class OtlpSink(Sink):
         memory.clear()
         if not batch:
             return
-        report["pushed"] += len(batch)
+        report["events"] += len(batch)
         if out is not None:
             out.write(json.dumps(otlp_json(batch), separators=(",", ":")) + "\n")
             report["written"] += len(batch)

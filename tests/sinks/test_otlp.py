@@ -186,7 +186,8 @@ def test_a_failed_export_is_reported_and_the_file_still_written(tmp_path):
         sink = OtlpSink("otlp", OtlpSinkConfig(endpoint=f"{rx.url}/v1/logs", timeout_s=5),
                         None)
         report = sink.push(result.run_dir)
-    assert report["failed"] == 2 and report["sent"] == 0
+    assert report["failed"] == 2 and report["sent"] == report["pushed"] == 0
+    assert report["events"] == report["written"] == 2
     assert report["failures"][0]["judge"] == "echo"
     assert (result.run_dir / "otlp" / "evaluations.jsonl").is_file()
     assert not list((result.run_dir / "otlp").glob(".*partial"))
@@ -197,7 +198,8 @@ def test_file_only_needs_no_network(tmp_path):
     result = _run(tmp_path, {"plugin": "otlp_json", "path": str(_traces(tmp_path))}, {},
                   {"echo": {"plugin": "prompt_echo"}})
     report = OtlpSink("otlp", OtlpSinkConfig(send=False), None).push(result.run_dir)
-    assert report["host"] == "(file only)" and report["written"] == 2 and report["sent"] == 0
+    assert report["host"] == "(file only)" and report["written"] == report["pushed"] == 2
+    assert report["sent"] == 0
 
 
 @pytest.mark.parametrize("trace, span, expected", [
