@@ -42,10 +42,11 @@ def _objects(config: FileSourceConfig,
                            f"source.max_line_bytes ({limit:,}); it was skipped, not read "
                            "(raise source.max_line_bytes to read it)", head_text(line))
                     continue
-                if source.fault and not line.endswith(b"\n"):  # cut short by the damage
+                if not line.endswith(b"\n") and source.fault:  # cut short by the damage
                     reject(where, source.fault_message(), head_text(line))
                     cut_short = True
                     break
+                line = line[:-1] if line.endswith(b"\n") else line
                 try:
                     obj = orjson.loads(line)
                 except orjson.JSONDecodeError as exc:

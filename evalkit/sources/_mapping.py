@@ -273,6 +273,30 @@ def json_texts(raws: Iterable[msgspec.Raw | None]) -> list[str | None]:
     return out
 
 
+class TypedMismatch(Exception):
+    """Typed rows hold a value orjson reads otherwise (an integer beyond 64 bits, which
+    msgspec keeps whole and orjson reads as a float or refuses): the caller maps the lines
+    again one by one, so every path gives what the plain reader gives."""
+
+
+def _as_orjson_reads(values: Iterable[Any]) -> None:
+    """Raise :class:`TypedMismatch` when ``values`` hold an integer outside orjson's range
+    (a signed 64-bit minimum to an unsigned 64-bit maximum), at any depth. Only values that
+    missed Arrow's fast conversion are walked."""
+    todo = list(values)
+    while todo:
+        v = todo.pop()
+        t = type(v)
+        if t is int and not -(1 << 63) <= v < 1 << 64:
+            raise TypedMismatch
+        if t is list:
+            todo.extend(v)
+        elif t is dict:
+            todo.extend(v.values())
+        elif isinstance(v, msgspec.Struct):
+            todo.extend(astuple(v))
+
+
 class _Lines(Sequence[Where]):
     """Where each row of a chunk decoded at once came from: lines ``first``, ``first + 1``...
     of ``ref``, made on demand (a reject, a duplicate) rather than one tuple per row."""
@@ -379,9 +403,9 @@ class RecordBuilder:
         self.text_heads = text - {parts[0] for col, parts in read
                                   if len(parts) > 1 or
                                   not pa.types.is_string(RECORDS.field(col).type)}
-        self._reset()
+        self.reset()
 
-    def _reset(self) -> None:
+    def reset(self) -> None:
         self.rows: list[Any] = []  # parsed dicts, or the structs of add_typed
         self.wheres: list[Where] | _Lines = []
         self.typed: _Typed | None = None
@@ -506,6 +530,8 @@ class RecordBuilder:
                 vals = [v if v is not None else m
                         for v, m in zip(vals, self._values(more, tops), strict=True)]
             if col == "record_id":
+                if self.typed is not None:
+                    _as_orjson_reads([v for v in vals if type(v) is not str])
                 vals = ids = [None if v is None else v if type(v) is str else json_text(v)
                               for v in vals]
             elif col == "metadata" and self.extra_to_metadata:
@@ -560,7 +586,7 @@ class RecordBuilder:
         # where each row of the table came from, for a caller that checks ids across builders
         self.kept = [w for i, w in enumerate(self.wheres) if i not in bad] if bad else \
             self.wheres
-        self._reset()
+        self.reset()
         return table if table.num_rows else None
 
     def _clean_ids(self, ids: list[Any], bad: dict[int, str]) -> bool:
@@ -644,6 +670,8 @@ class RecordBuilder:
             return _fast_array(vals, typ)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
             pass
+        if self.typed is not None:
+            _as_orjson_reads(vals)
         if pa.types.is_string(typ):  # text beside JSON values (message lists, objects)
             dumps = orjson.dumps
             try:  # parsed JSON needs none of json_text's options, which cost a third more

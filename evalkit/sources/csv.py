@@ -12,47 +12,69 @@ from typing import Any
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
 from evalkit.plugin import Source, SourceItem
-from evalkit.sources._input import Input, head_text, open_input
+from evalkit.sources._input import HEAD, Input, head_text, open_input
 from evalkit.sources._mapping import Where, batches
 from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
 Note = tuple[int, str, str | None]  # (line, reason, raw) of a line the reader could not take
 Rejecter = Callable[..., None]  # (location, reason, raw=None): input that is not a record
+NEWLINES = ("\n", "\r")
 
 
-def _lines(source: Input, limit: int, notes: list[Note]) -> Iterator[str]:
-    """The file's physical lines as text (bytes that are not UTF-8 kept as surrogates, so the
-    row holding them is rejected, not the file), a line over ``limit`` characters given as
-    blank and noted, never held whole; damaged gzip data noted where it starts."""
-    text = io.TextIOWrapper(source.stream, encoding="utf-8", errors="surrogateescape",
-                            newline="")
-    number = 0
-    while True:
-        line = text.readline(limit + 1)
-        if not line:
-            break
-        number += 1
-        if len(line) > limit and not line.endswith(("\n", "\r")):
-            head = line[:1000]
-            while (more := text.readline(1 << 20)) and not more.endswith(("\n", "\r")):
-                pass
-            notes.append((number, f"line is over source.max_line_bytes ({limit:,} "
-                          "characters); it was skipped, not read (raise "
-                          "source.max_line_bytes to read it)",
-                          head.encode("utf-8", "surrogateescape").decode("utf-8",
-                                                                         "backslashreplace")
-                          + "…"))
-            line = "\n"
-        elif source.fault and not line.endswith(("\n", "\r")):  # (the end: cut short)
-            notes.append((number, source.fault_message(), head_text(
-                line.encode("utf-8", "surrogateescape"))))
-            return
-        yield line
-    if source.fault:  # the damage came after a whole line
-        notes.append((number + 1, source.fault_message(), None))
+class _Lines:
+    """A CSV file's physical lines as text (bytes that are not UTF-8 kept as surrogates, so
+    the row holding them is rejected, not the file), in segments: a segment ends before a
+    line over ``limit`` characters (skipped, never held whole) or where damaged gzip data
+    cuts a line short, and ``cut`` says which. The csv module reads each segment afresh, so a
+    quote left open by a skipped line cannot swallow the rows after it."""
+
+    def __init__(self, source: Input, limit: int) -> None:
+        self.source, self.limit = source, limit
+        self.text = io.TextIOWrapper(source.stream, encoding="utf-8", errors="surrogateescape",
+                                     newline="")
+        self.number = 0  # lines read so far
+        self.cut: Note | None = None  # why the last segment ended before the file did
+        self.ended = False  # the current segment has no more lines
+        self.done = False  # nor has the file
+
+    def segment(self) -> Iterator[str]:
+        self.ended, self.cut = False, None
+        limit, fault = self.limit, self.source.fault_message
+        while True:
+            line = self.text.readline(limit + 2)  # (a line of limit characters, then CRLF)
+            if not line:
+                self.done = True
+                if self.source.fault:  # the damage came after a whole line
+                    self.cut = (self.number + 1, fault(), None)
+                break
+            self.number += 1
+            ended = line.endswith(NEWLINES)
+            if len(line.rstrip("\r\n")) > limit:
+                head = line[:HEAD]
+                while not ended and (more := self.text.readline(1 << 20)):
+                    ended = more.endswith(NEWLINES)
+                self.cut = (self.number, f"line is over source.max_line_bytes ({limit:,} "
+                            "characters); it was skipped, not read (raise "
+                            "source.max_line_bytes to read it)", _raw(head) + "…")
+                break
+            if not ended and self.source.fault:  # cut short by the damage
+                self.cut, self.done = (self.number, fault(), head_text(_bytes(line))), True
+                break
+            yield line
+        self.ended = True
 
 
-def _header(path: Path, header: list[str] | None) -> list[str] | None:
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _raw(text: str) -> str:
+    """Text as read (bytes that are not UTF-8 as surrogates) for a reject: those bytes
+    escaped."""
+    return _bytes(text).decode("utf-8", "backslashreplace")
+
+
+def _check_header(path: Path, header: list[str] | None) -> list[str] | None:
     """``header`` checked: UTF-8 and no name twice (else the rows could not be mapped)."""
     if header is None:
         return None
@@ -86,68 +108,84 @@ class CsvSource(Source):
         csv.field_size_limit(config.max_line_bytes)
         for path in self.paths:  # a file or header that cannot be read stops the run now
             with open_input(path) as source:
-                _header(path, next(csv.reader(_lines(source, config.max_line_bytes, [])),
-                                   None))
+                self._header(path, _Lines(source, config.max_line_bytes))
 
     def fingerprint(self) -> dict[str, Any]:
         return fingerprint(self.paths)
+
+    def _header(self, path: Path, lines: _Lines) -> tuple[list[str] | None, Any]:
+        """The file's header row (``None`` for a file without one) and the reader of the
+        rest of its first segment."""
+        reader = csv.reader(lines.segment())
+        try:
+            header = next(reader, None)
+        except csv.Error as exc:
+            raise SourceError(f"{path}:1: the header row is not CSV ({exc}); fix the file's "
+                              "first line") from None
+        if header is None and lines.cut is not None and lines.cut[0] == 1:
+            raise SourceError(f"{path}:1: the header row is over source.max_line_bytes "
+                              f"({self.config.max_line_bytes:,} characters); raise it")
+        return _check_header(path, header), reader
 
     def _rows(self, reject: Rejecter) -> Iterator[tuple[Any, Where]]:
         for path in self.paths:
             ref = (str(path), path.name)
             with open_input(path) as source:
-                notes: list[Note] = []
-                reader = csv.reader(_lines(source, self.config.max_line_bytes, notes))
-                header = _header(path, next(reader, None))
-                if header is None:
-                    self._noted(path, notes, None, reject)
-                    continue
-                line = reader.line_num
-                while True:
-                    start = line + 1
-                    try:
-                        cells = next(reader)
-                    except StopIteration:
-                        break
-                    except csv.Error as exc:
-                        line = reader.line_num
-                        why = "a cell is over source.max_line_bytes (an unclosed quote?)" \
-                            if "field limit" in str(exc) else f"not CSV: {exc}"
-                        reject(f"{path}:{start}", why)
-                        continue
-                    line = reader.line_num
-                    if self._noted(path, notes, line, reject):  # the row holds a line not read
-                        continue
-                    row = self._row(path, header, cells, start, reject)
-                    if row is not None:
+                lines = _Lines(source, self.config.max_line_bytes)
+                header, reader = self._header(path, lines)
+                end = lines.number
+                while header is not None:
+                    for row, start in self._segment(path, header, reader, lines, end,
+                                                    reject):
                         yield row, (ref, start)
-                self._noted(path, notes, None, reject)
+                    if lines.cut is not None:
+                        reject(f"{path}:{lines.cut[0]}", *lines.cut[1:])
+                    if lines.done:
+                        break
+                    end = lines.number
+                    reader = csv.reader(lines.segment())
+                if header is None and lines.cut is not None:  # damage in the header's line
+                    reject(f"{path}:{lines.cut[0]}", *lines.cut[1:])
 
-    def _noted(self, path: Path, notes: list[Note], upto: int | None,
-               reject: Rejecter) -> bool:
-        """Reject the noted lines up to line ``upto`` (all: ``None``); say whether the row
-        ending there holds one of them."""
-        held = False
-        while notes and (upto is None or notes[0][0] <= upto):
-            number, reason, raw = notes.pop(0)
-            reject(f"{path}:{number}", reason, raw)
-            held = held or upto is not None
-        return held
+    def _segment(self, path: Path, header: list[str], reader: Any, lines: _Lines,
+                 end: int, reject: Rejecter) -> Iterator[tuple[dict[str, Any], int]]:
+        """The rows ``reader`` reads from a segment of the file (after line ``end``), each
+        with its first line's number; the others rejected."""
+        while True:
+            start = end + 1
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                end = lines.number
+                why = "a cell is over source.max_line_bytes (an unclosed quote?)" \
+                    if "field limit" in str(exc) else f"not CSV: {exc}"
+                reject(f"{path}:{start}", why)
+                continue
+            end = lines.number
+            if lines.ended and lines.cut is not None and any(cells):
+                # the row was still open (a quoted cell) where the segment ended
+                reject(f"{path}:{start}", f"the row runs into line "
+                                f"{lines.cut[0]}, which cannot be read: {lines.cut[1]}",
+                                _raw(",".join(cells)))
+                continue
+            row = self._row(path, header, cells, start, reject)
+            if row is not None:
+                yield row, start
 
     def _row(self, path: Path, header: list[str], cells: list[str], start: int,
              reject: Rejecter) -> dict[str, Any] | None:
         location = f"{path}:{start}"
         joined = ",".join(cells)
         if any("\udc80" <= ch <= "\udcff" for ch in joined):
-            reject(location, "not UTF-8; re-encode the file as UTF-8",
-                            joined.encode("utf-8", "surrogateescape")
-                            .decode("utf-8", "backslashreplace"))
+            reject(location, "not UTF-8; re-encode the file as UTF-8", _raw(joined))
             return None
         if not any(cells):
             return None
         if len(cells) != len(header):
-            reject(location, f"expected {len(header)} cells (the "
-                            f"header's), got {len(cells)}", joined)
+            reject(location, f"expected {len(header)} cells (the header's), got {len(cells)}",
+                   joined)
             return None
         return {k: (v or None) for k, v in zip(header, cells, strict=True)}
 

@@ -41,6 +41,7 @@ from evalkit.sources._input import (
 from evalkit.sources._mapping import (
     FileRef,
     SeenIds,
+    TypedMismatch,
     Where,
     duplicate_id,
     location,
@@ -125,7 +126,14 @@ def map_chunk(name: str, config: FileSourceConfig, ref: FileRef, chunk: Chunk) -
     with gc_paused():
         for data, lines, first in _pieces(chunk.data, chunk.first):
             counted += lines
-            if not builder.add_typed(data, lines, ref, first):  # else: line by line
+            typed = builder.add_typed(data, lines, ref, first)
+            if typed:
+                try:
+                    table = builder.flush()
+                except TypedMismatch:
+                    builder.reset()
+                    typed = False
+            if not typed:  # line by line
                 for lineno, line in enumerate(data.split(b"\n"), first):
                     try:
                         obj = loads(line)
@@ -135,7 +143,7 @@ def map_chunk(name: str, config: FileSourceConfig, ref: FileRef, chunk: Chunk) -
                                            line.decode("utf-8", "backslashreplace"))
                         continue
                     add(obj, (ref, lineno))
-            table = builder.flush()
+                table = builder.flush()
             if table is not None:
                 tables.append(table)
                 kept.append(_line_numbers(builder.kept))

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from evalkit.context import RunContext
 from evalkit.plugin import SourceItem
+from evalkit.results.schemas import RECORDS, conform
 from evalkit.sources._jsonl_reference import read_plainly
 from evalkit.sources.csv import CsvSource
 from evalkit.sources.files import FileSourceConfig
@@ -31,7 +32,9 @@ def _line(reject: dict[str, Any]) -> tuple[str, int]:
 
 def _collect(items: Iterable[SourceItem]) -> Read:
     got = read_source(items)
-    records = pa.concat_tables(got.batches).to_pylist() if got.batches else []
+    # as the runner takes them: every record column, in the schema's order
+    records = pa.concat_tables([conform(t, RECORDS) for t in got.batches]).to_pylist() \
+        if got.batches else []
     return records, sorted(got.reject_rows, key=_line), got.scores
 
 

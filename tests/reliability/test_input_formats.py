@@ -214,3 +214,18 @@ def test_csv_damaged_gzip_long_lines_and_long_cells_are_rejects(tmp_path: Path) 
     assert "over source.max_line_bytes" in rejects[0]["reason"]
     assert "a cell is over source.max_line_bytes" in rejects[1]["reason"]
     assert _ids(records) == ["r0", "r3"]
+
+
+@pytest.mark.parametrize("big", [2**64, -(2**63) - 1, 10**400])
+def test_integers_orjson_cannot_hold_read_as_the_plain_reader_does(tmp_path: Path,
+                                                                   big: int) -> None:
+    """msgspec (the typed decoding) keeps any integer whole; orjson reads one beyond 64 bits
+    as a float, or refuses it: a chunk holding one is read again line by line (found by
+    fuzzing: the metadata held 20000000000000000000 one way and 2e+19 the other)."""
+    rows = [{"id": "a", "team": 1}, {"id": "b", "team": big}, {"id": big, "team": 2},
+            {"id": "c", "timestamp": big}, {"id": "d", "tags": [big]},
+            {"id": "e", "output": big}]
+    path = _write(tmp_path / "a.jsonl", b"".join(json.dumps(r).encode() + b"\n"
+                                                 for r in rows))
+    for options in ({}, {"record_id": "id"}):
+        read_jsonl_checked(path, tmp_path, batch_size=2, **options)
