@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -211,7 +212,8 @@ def _apply_flag_at(cfg: DictConfig) -> None:
         if any(f.name == "flag_at" for f in fields(cls.Config)):
             with open_dict(node):
                 node.flag_at = flag_at
-    for alert in cfg.get("alerts") or []:
+    alerts = cfg.get("alerts")
+    for alert in alerts if isinstance(alerts, ListConfig) else []:  # (load checks the rest)
         if isinstance(alert, DictConfig) and "operator" not in alert:
             with open_dict(alert):
                 alert.operator = flag_at
@@ -224,6 +226,12 @@ def plain_override(arg: str) -> str:
     ``++key`` (set or add), and :func:`load` checks it against the plugin's Config, which
     names the valid keys. ``experiment=x`` without the ``+`` is refused with the fix."""
     key, eq, value = arg.partition("=")
+    group = key.lstrip("+~")
+    if eq and group in ("experiment", "source", "runner", *_INSTANCE_GROUPS) and \
+            re.fullmatch(r"[-+]?[0-9][0-9_.eE+-]*|true|false|null|~", value.strip(), re.I):
+        # Hydra itself fails on these with a traceback (a config name that is a number)
+        raise ConfigError(f"{arg}: '{value}' is not the name of a {group} config; give one "
+                          f"(evalkit run --help lists them)")
     if not eq or key.startswith(("+", "~")) or "@" in key:
         return arg
     parts = key.split(".")
