@@ -23,7 +23,7 @@ from evalkit.sources.langfuse import LangfuseSource, LangfuseSourceConfig
 from evalkit.testing import read_source
 from tests.reliability.fuzzing import COUNTS, fuzz
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "langfuse"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "sources" / "langfuse"))
 from fake_server import PUBLIC_KEY, SECRET_KEY, FakeLangfuse, _obs, iso  # noqa: E402
 
 T0 = datetime(2026, 5, 1, 10, tzinfo=timezone.utc)
