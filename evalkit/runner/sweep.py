@@ -22,6 +22,9 @@ from typing import Any
 
 SWEEP_ID = "EVALKIT_SWEEP_ID"
 SWEEP_STATUS = "EVALKIT_SWEEP_STATUS"
+# the judges' limits shared by the sweep's processes (evalkit/judges/llm/_sharedlimit.py)
+LIMITS_DIR = "EVALKIT_LIMITS_DIR"
+_OWN_LIMITS = "EVALKIT_SWEEP_OWN_LIMITS"  # the limits directory this sweep made (and removes)
 _MAX_LINE = 3800  # (under PIPE_BUF, 4096: one atomic append)
 MAX_METRICS = 6  # metric columns in the closing table; the rest are in the runs' tables
 
@@ -39,6 +42,9 @@ def start() -> Path:
     fd, path = tempfile.mkstemp(prefix="evalkit-sweep-status-", suffix=".jsonl")
     os.close(fd)
     os.environ[SWEEP_STATUS] = path
+    if not os.environ.get(LIMITS_DIR):  # (set by the user: limits shared beyond this sweep)
+        os.environ[LIMITS_DIR] = tempfile.mkdtemp(prefix="evalkit-sweep-limits-")
+        os.environ[_OWN_LIMITS] = os.environ[LIMITS_DIR]
     return Path(path)
 
 
@@ -116,6 +122,12 @@ def finish(path: Path) -> int:
     code (the highest of the jobs')."""
     os.environ.pop(SWEEP_STATUS, None)
     sweep_id = os.environ.pop(SWEEP_ID, None)
+    own = os.environ.pop(_OWN_LIMITS, None)
+    if own:
+        import shutil
+
+        os.environ.pop(LIMITS_DIR, None)
+        shutil.rmtree(own, ignore_errors=True)
     if not path.exists():
         return 0
     done = jobs(path)

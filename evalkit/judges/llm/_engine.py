@@ -22,6 +22,7 @@ from evalkit.judges.llm._parse import ParseError
 from evalkit.judges.llm._pricing import call_cost, token_prices
 from evalkit.judges.llm._prompt import approx_tokens
 from evalkit.judges.llm._ratelimit import TokenBucket
+from evalkit.judges.llm._sharedlimit import SharedLimits, limits_dir
 from evalkit.judges.llm._transport import (
     AiohttpTransport,
     CallError,
@@ -144,6 +145,7 @@ class Engine:
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         self._users = 0
         self.unsupported: set[str] = set()  # optional request parameters the endpoint refused
+        self._shared: SharedLimits | None = None
 
     def constrain(self, concurrency: int, rpm: int | None, tpm: int | None) -> None:
         """Tighten the limits to what a (new) judge asks for."""
@@ -301,8 +303,37 @@ class Engine:
             self.unsupported.update(group)
         return bool(refused)
 
+    def _shared_limits(self) -> SharedLimits | None:
+        """The limits shared with the other processes of a sweep (None outside one)."""
+        if self._shared is None and (directory := limits_dir()) is not None:
+            ep = self.endpoint
+            self._shared = SharedLimits(directory, f"{ep.model}|{ep.api_base}",
+                                        self.concurrency, self.rpm and round(self.rpm.rate * 60),
+                                        self.tpm and round(self.tpm.rate * 60))
+        return self._shared
+
     async def _call(self, messages: list[dict[str, Any]], params: dict[str, Any],
                     policy: CallPolicy) -> Completion:
+        shared = self._shared_limits()
+        if shared is None:
+            return await self._call_here(messages, params, policy)
+        # a sweep's processes on this machine: the endpoint's limits hold across them all
+        transport = self._transport_for_call()
+        async with self._semaphore(), shared.slot():
+            reserved = 0
+            if shared.rpm:
+                await shared.acquire("rpm", 1)
+            if shared.tpm:
+                reserved = approx_tokens(messages) + int(params.get("max_tokens") or 256)
+                await shared.acquire("tpm", reserved)
+            completion = await transport.complete(messages, params, policy.timeout_s)
+            if shared.tpm and completion.input_tokens is not None:
+                used = completion.input_tokens + (completion.output_tokens or 0)
+                shared.adjust("tpm", used - reserved)
+            return completion
+
+    async def _call_here(self, messages: list[dict[str, Any]], params: dict[str, Any],
+                         policy: CallPolicy) -> Completion:
         transport = self._transport_for_call()
         async with self._semaphore():
             reserved = 0

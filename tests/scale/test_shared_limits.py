@@ -1,0 +1,140 @@
+"""The concurrency and rpm limits of one endpoint hold across all the processes of a parallel
+sweep: the fake model server, in this process, sees the jobs' calls together."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli, run_dirs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges" / "llm"))
+from fake_llm_server import FakeLLMServer  # noqa: E402
+
+from evalkit.judges.llm._sharedlimit import SharedLimits  # noqa: E402
+
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
+
+EXPERIMENT = """\
+# @package _global_
+defaults:
+  - override /source: jsonl
+  - override /judges: [hallucination_llm]
+experiment: lim
+source:
+  path: data.jsonl
+  limit: {n}
+judges:
+  hallucination_llm:
+    model: openai/judge-a
+    api_base: {url}
+    api_key_env: null
+    cache: false
+    concurrency: {concurrency}
+    rpm: {rpm}
+    max_retries: 0
+metrics:
+  flagged: {{plugin: rate, judge: hallucination_llm}}
+"""
+
+
+def _project(cwd: Path, url: str, n: int, concurrency: int, rpm: int | None) -> None:
+    (cwd / "conf" / "experiment").mkdir(parents=True)
+    (cwd / "conf" / "experiment" / "lim.yaml").write_text(EXPERIMENT.format(
+        url=url, n=n, concurrency=concurrency, rpm="null" if rpm is None else rpm))
+    rows = [{"id": f"r{i}", "input": f"question {i} about the build",
+             "output": f"the build {i} is red", "context": f"build {i} went red on Tuesday"}
+            for i in range(n)]
+    (cwd / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _sweep(cwd: Path) -> None:
+    run_cli("run", "-m", "+experiment=lim", "metrics.flagged.threshold=0.2,0.5,0.8",
+            "hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "runner.summary=false",
+            cwd=cwd, env={"EVALKIT_CACHE_DIR": str(cwd / "cache")})
+    assert len(run_dirs(cwd, "lim")) == 3
+
+
+def test_concurrency_holds_across_the_jobs_of_a_sweep(tmp_path: Path) -> None:
+    server = FakeLLMServer(latency=0.15).start()
+    try:
+        _project(tmp_path, server.url, n=12, concurrency=2, rpm=None)
+        _sweep(tmp_path)
+        assert len(server.requests) == 36
+        # each job alone would keep 2 in flight, three jobs 6: the sweep keeps 2 in all
+        assert server.max_in_flight == 2
+    finally:
+        server.stop()
+
+
+def test_rpm_holds_across_the_jobs_of_a_sweep(tmp_path: Path) -> None:
+    server = FakeLLMServer().start()
+    try:
+        _project(tmp_path, server.url, n=8, concurrency=16, rpm=300)  # 5/s, burst of 5
+        _sweep(tmp_path)
+        times = sorted(r["time"] for r in server.requests)
+        assert len(times) == 24, [round(t - times[0], 2) for t in times]
+        # 24 calls at 5/s after a burst of 5 take >= 3.8 s; three private buckets ~0.6 s
+        # (the margin: a job's first call reaches the server later than it took its token)
+        assert times[-1] - times[0] >= 2.8
+        # no second holds more than the burst and a refill (from 0.5 s on: a job's first
+        # calls wait for its connection after taking their tokens and arrive bunched)
+        for i, t in enumerate(times):
+            if t >= times[0] + 0.5:
+                assert sum(1 for u in times[i:] if u < t + 1.0) <= 10
+    finally:
+        server.stop()
+
+
+def test_a_dead_process_holds_no_slot(tmp_path: Path) -> None:
+    limits = SharedLimits(tmp_path, "m|b", concurrency=1, rpm=None, tpm=None)
+    dead = 2 ** 22 + 12345  # beyond pid_max on most systems: no such process
+    limits.path.write_text(json.dumps({"in_flight": {str(dead): 1}}))
+
+    async def take() -> float:
+        t0 = time.monotonic()
+        async with limits.slot():
+            pass
+        return time.monotonic() - t0
+
+    assert asyncio.run(take()) < 0.5
+    assert json.loads(limits.path.read_text())["in_flight"] == {}
+    assert os.getpid()  # (this process's slot was given back)
+
+
+def _writer(directory: str, worker: int, n: int) -> None:
+    from evalkit.judges.llm._cache import ResponseCache
+
+    cache = ResponseCache(Path(directory))
+    for i in range(n):
+        # half the keys every worker writes too (the same answer: the same request)
+        key = f"shared-{i}" if i % 2 else f"w{worker}-{i}"
+        cache.put(key, "m", {"score": i, "by": "any" if i % 2 else worker})
+        if i % 17 == 0:
+            cache.get(f"shared-{i - 1}")
+    cache.close()
+
+
+def test_the_response_cache_is_shared_by_processes_without_corruption(tmp_path: Path) -> None:
+    import multiprocessing
+    import sqlite3
+
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, 400)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    con = sqlite3.connect(tmp_path / "llm_responses.sqlite")
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    rows = dict(con.execute("SELECT key, value FROM responses").fetchall())
+    assert len(rows) == 4 * 200 + 200  # each worker's own keys, and the shared ones once
+    assert json.loads(rows["shared-399"]) == {"score": 399, "by": "any"}
+    assert json.loads(rows["w3-398"]) == {"score": 398, "by": 3}
