@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("evalkit.commands.compare", "metric deltas of two runs, paired-bootstrap CIs"),
     "push": ("evalkit.commands.push", "send a run's judgments elsewhere (--to langfuse: scores)"),
     "report": ("evalkit.commands.report", "self-contained HTML report of runs (+ Markdown, JUnit)"),
+    "init": ("evalkit.commands.init", "a starter ./conf, or a plugin package (init plugin NAME)"),
     "completion": ("evalkit.commands.completion", "print the shell completion script (bash, zsh)"),
 }
 

@@ -14,6 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", nargs="?", default=None,
                         help="a plugin's name: show its config keys")
     parser.add_argument("--kind", choices=KINDS, help="only this kind")
+    parser.add_argument("--json-schema", action="store_true",
+                        help="print the JSON schema of the config tree (for an editor's "
+                        "completion and checks of your YAML; --out FILE writes it)")
     add_format_arguments(parser)
 
 
@@ -21,6 +24,19 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.registry import registry
 
     reg = registry()
+    if args.json_schema:
+        import json
+
+        from evalkit.configschema import config_schema
+
+        text = json.dumps(config_schema(), indent=1) + "\n"
+        if args.out:
+            from pathlib import Path
+
+            Path(args.out).write_text(text, encoding="utf-8")
+        else:
+            print(text, end="")
+        return 0
     fmt = chosen_format(args.format, args.out)
     if args.name is not None:
         return _keys(reg, args.name, args.kind, fmt, args.out)

@@ -24,6 +24,7 @@ from evalkit.redact import mask
 from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
 from evalkit.results.writer import RunWriter
 from evalkit.runner.alerts import evaluate_alerts, raise_on_fired
+from evalkit.runner.hints import unmatched_fields, warn
 from evalkit.runner.judging import JudgeRunner, Judging
 from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
@@ -149,6 +150,9 @@ def execute(rc: RunConfig) -> RunResult:
                 continue
             timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t0
             table = conform(item, RECORDS, {"run_id": run_id})
+            if "warnings" not in manifest:  # the first batch: mistakes that look like data
+                manifest["warnings"] = unmatched_fields(rc.source, table)
+                warn(manifest["warnings"])
             table = apply_filters(table, filters, timings)
             vc = pc.value_counts(one_array(table.column("excluded_by")))
             for count in vc.to_pylist():
