@@ -104,13 +104,8 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
                        if offline & {getattr(inst.config, k, None)
                                      for k in ("judge", "judge_a", "judge_b")}}
     if rows:
-        mt = Table(title="metrics (raw: before filters)", title_justify="left",
-                   header_style="bold")
-        for col in ("metric", "slice", "value", "95% CI", "raw", "n/excluded/judged/unscored"):
-            left = col in ("metric", "slice")
-            # long names and slices fold; numbers never do
-            mt.add_column(col, justify="left" if left else "right", no_wrap=not left,
-                          overflow="fold", max_width={"metric": 34, "slice": 26}.get(col))
+        header = ("metric", "slice", "value", "95% CI", "raw", "n/excluded/judged/unscored")
+        cells = []
         for r in rows:
             ci = (f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
                   if r["ci_low"] is not None else "")
@@ -119,9 +114,27 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
                                                       "n_unscored"))
             name = r["metric"] + (" [offline]" if r["metric"].split(".")[0] in
                                   offline_metrics else "")
-            mt.add_row(escape(name), escape(r["slice"]), _num(r["value"]), ci,
-                       _num(raw[key]) if key in raw else "", counts)
-        console.print(mt)
+            cells.append((name, r["slice"], _num(r["value"]), ci,
+                           _num(raw[key]) if key in raw else "", counts))
+        mt = Table(title="metrics (raw: before filters)", title_justify="left",
+                   header_style="bold")
+        for col in header:
+            # names are never cut: a table too wide for them becomes one block per row
+            mt.add_column(col, justify="left" if col in ("metric", "slice") else "right",
+                          no_wrap=True)
+        for row in cells:
+            mt.add_row(escape(row[0]), escape(row[1]), *row[2:])
+        # the table's natural width: every cell whole, and rich's borders and padding
+        widths = [max(len(c) for c in col) for col in zip(header, *cells, strict=True)]
+        natural = sum(widths) + 3 * len(widths) + 1
+        if natural <= console.width:
+            console.print(mt)
+        else:
+            from evalkit.commands._output import vertical_lines
+
+            console.print("[bold]metrics[/] (raw: before filters)")
+            console.print("\n".join(vertical_lines(header, cells)), markup=False,
+                          highlight=False, soft_wrap=True)
         hidden = sum(1 for r in all_rows if r["slice"] != "all") if not \
             rc.runner.summary_slices else 0
         if hidden:
