@@ -100,3 +100,29 @@ def test_readme_is_a_short_guide_with_the_two_setup_commands() -> None:
     assert len(text) <= 16_000, "README.md is over ~15 KB: move details into docs/"
     assert "make quickstart" in text and "make test" in text
     assert "## Contents" in text
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_relative_links_in_the_docs_lead_somewhere() -> None:
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "bench" / "README.md",
+             *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+            elif anchor and dest.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", dest.read_text(encoding="utf-8"), re.M)
+                if anchor not in {_anchor(h) for h in headings}:
+                    broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, broken
