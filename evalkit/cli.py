@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "push": ("evalkit.commands.push", "send a run's judgments elsewhere (--to langfuse: scores)"),
     "report": ("evalkit.commands.report", "self-contained HTML report of runs (+ Markdown, JUnit)"),
     "init": ("evalkit.commands.init", "a starter ./conf, or a plugin package (init plugin NAME)"),
+    "merge": ("evalkit.commands.merge", "the shards of one run (source.shard=i/n) as one run"),
     "completion": ("evalkit.commands.completion", "print the shell completion script (bash, zsh)"),
 }
 

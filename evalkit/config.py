@@ -80,6 +80,7 @@ class RunConfig:
     overrides: list[str] = field(default_factory=list)
     sinks: list[PluginInstance] = field(default_factory=list)  # pushed to after the run
     source_limit: int | None = None  # source.limit: read the first N records only
+    source_shard: tuple[int, int] | None = None  # source.shard=i/n: the records of shard i
     sweep: dict[str, Any] | None = None  # in a sweep's job: {'id': sweep id, 'job': n}
 
 
@@ -268,13 +269,16 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
               for i, a in enumerate(alerts_node)]
     resolved = OmegaConf.to_container(cfg, resolve=True)
     register_tree(resolved)  # its keys and URL credentials are masked wherever they show up
-    source_node, source_limit = _source_limit(cfg.source)
+    source_node, source_shard = _source_shard(cfg.source)
+    source_node, source_limit = _source_limit(source_node)
     source = instance("sources", "source", source_node, "source")
     groups = {kind: _instances(kind, cfg.get(kind))
               for kind in ("filters", "judges", "metrics", "sinks")}
     # the manifest (and --cfg job) show every plugin's config with its defaults filled in
     resolved["source"] = {**_filled(source), **({"limit": source_limit}
                                                 if source_limit is not None else {})}
+    if source_shard is not None:
+        resolved["source"]["shard"] = f"{source_shard[0]}/{source_shard[1]}"
     for kind, instances in groups.items():
         if instances:
             resolved[kind] = {i.name: _filled(i) for i in instances}
@@ -291,6 +295,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         overrides=[mask_override(o) for o in (overrides or [])],
         sinks=groups["sinks"],
         source_limit=source_limit,
+        source_shard=source_shard,
     )
 
 
@@ -309,6 +314,16 @@ def nothing_to_evaluate(rc: RunConfig) -> bool:
 def _filled(inst: PluginInstance) -> dict[str, Any]:
     """An instance's config as the plugin sees it: every key, defaults filled in."""
     return {"plugin": inst.plugin, **dataclasses.asdict(inst.config)}
+
+
+def _source_shard(node: Any) -> tuple[Any, tuple[int, int] | None]:
+    """``source.shard=i/n`` (any source: runner/shard.py) apart from the plugin's keys."""
+    if not isinstance(node, DictConfig) or "shard" not in node:
+        return node, None
+    from evalkit.runner.shard import parse_shard
+
+    shard = parse_shard(node.get("shard"))
+    return OmegaConf.create({k: v for k, v in node.items() if k != "shard"}), shard
 
 
 def _source_limit(node: Any) -> tuple[Any, int | None]:

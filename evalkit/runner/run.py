@@ -29,6 +29,7 @@ from evalkit.runner.judging import JudgeRunner, Judging
 from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
 from evalkit.runner.result import RunResult
+from evalkit.runner.shard import sharded
 from evalkit.runner.summary import offline_judges
 
 
@@ -138,7 +139,7 @@ def execute(rc: RunConfig) -> RunResult:
     imported: list[pa.Table] = []  # the scores of the next batch's records
     try:
         t0 = time.perf_counter()
-        for item in limited(source.read(), rc.source_limit):
+        for item in limited(sharded(source.read(), rc.source_shard), rc.source_limit):
             if isinstance(item, Reject):
                 reject_rows.append({"run_id": run_id, "source": rc.source.name,
                                     "location": item.location, "reason": item.reason,

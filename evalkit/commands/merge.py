@@ -1,0 +1,168 @@
+"""``evalkit merge RUN...``: the shards of one logical run (``source.shard=i/n``) as one run.
+Its records, judgments and rejects are the shards' own, under the merged run's id, and its
+metrics and alerts are computed again over the merged tables by the same metric plugins
+and config: never an average of per-shard figures (a rate's interval, a percentile or a
+kappa do not average). The merged run is written beside the shards in a hidden directory
+and renamed into place when complete; its manifest names the shards (``merged_from``)."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from evalkit.commands._runs import find_run
+from evalkit.errors import ConfigError, EvalkitError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="+", help="the shard runs (ids or run directories): "
+                        "every shard 0/n..n-1/n of one config, each once")
+    parser.add_argument("--runs-dir", default="runs", help="where run ids are looked up and "
+                        "the merged run is written (default: runs)")
+
+
+def _check(manifests: list[dict[str, Any]], dirs: list[Path]) -> int:
+    """The shard count, once the runs are known to be every shard of one config."""
+    shards = []
+    for m, d in zip(manifests, dirs, strict=True):
+        if m.get("status") != "ok":
+            raise ConfigError(f"merge: run {d} has status '{m.get('status')}'; merge finished "
+                              "runs only (re-run the failed shard)")
+        shard = ((m.get("config") or {}).get("source") or {}).get("shard")
+        if not shard:
+            raise ConfigError(f"merge: run {d} is not a shard (no source.shard); merge the "
+                              "runs of one `-m source.shard=0/n,...` sweep")
+        i, _, n = str(shard).partition("/")
+        shards.append((int(i), int(n)))
+    counts = {n for _, n in shards}
+    if len(counts) != 1:
+        raise ConfigError(f"merge: the runs split into different shard counts {sorted(counts)}")
+    n = counts.pop()
+    seen = sorted(i for i, _ in shards)
+    if seen != list(range(n)):
+        missing = sorted(set(range(n)) - set(seen))
+        twice = sorted({i for i in seen if seen.count(i) > 1})
+        raise ConfigError(f"merge: shards of {n} must each come once; missing {missing}, "
+                          f"twice {twice}")
+
+    def unsharded(m: dict[str, Any]) -> dict[str, Any]:
+        config = copy.deepcopy(m["config"])
+        config["source"].pop("shard", None)
+        config.get("runner", {}).pop("run_id", None)
+        return config
+    first = unsharded(manifests[0])
+    for m, d in zip(manifests[1:], dirs[1:], strict=True):
+        if unsharded(m) != first or m.get("experiment") != manifests[0].get("experiment"):
+            raise ConfigError(f"merge: run {d} has another config than {dirs[0]} (beyond "
+                              "source.shard); merge shards of one config only")
+    return n
+
+
+def _set_run_id(table: Any, run_id: str) -> Any:
+    import pyarrow as pa
+
+    idx = table.schema.get_field_index("run_id")
+    return table.set_column(idx, "run_id", pa.array([run_id] * table.num_rows, pa.string()))
+
+
+def merge(dirs: list[Path], runs_dir: Path) -> Path:
+    """Write the merged run; its directory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from omegaconf import OmegaConf
+
+    from evalkit import config as config_mod
+    from evalkit.context import RunContext
+    from evalkit.results.schemas import METRICS, TABLES
+    from evalkit.results.writer import RunWriter
+    from evalkit.runner.alerts import evaluate_alerts
+    from evalkit.runner.app import register_resolvers
+    from evalkit.runner.metrics import compute_metrics
+    from evalkit.runner.run import _make, new_run_id
+
+    manifests = [json.loads((d / "manifest.json").read_text()) for d in dirs]
+    order = sorted(range(len(dirs)), key=lambda k: str(manifests[k]["config"]["source"]["shard"]))
+    dirs = [dirs[k] for k in order]
+    manifests = [manifests[k] for k in order]
+    n = _check(manifests, dirs)
+    config = copy.deepcopy(manifests[0]["config"])
+    config["source"].pop("shard", None)
+    register_resolvers()
+    rc = config_mod.load(OmegaConf.create(config), [])
+    run_id = new_run_id()
+    experiment = manifests[0]["experiment"]
+    final = runs_dir / experiment / run_id
+    work = runs_dir / experiment / f".merge-{run_id}"
+    started = datetime.now(timezone.utc)
+    writer = RunWriter(work)
+    try:
+        rejects = []
+        for d in dirs:
+            for batch in pq.ParquetFile(d / "records.parquet").iter_batches(65536):
+                writer.add_records(_set_run_id(pa.Table.from_batches([batch]), run_id))
+            for part in sorted((d / "judgments").glob("part-*.parquet")):
+                writer.add_judgments(_set_run_id(pq.read_table(part), run_id))
+            if (d / "rejects.parquet").exists():
+                rejects.append(_set_run_id(pq.read_table(d / "rejects.parquet"), run_id))
+        writer.finish_records()
+        ctx = RunContext(run_id=run_id, experiment=experiment, run_dir=work,
+                         runs_dir=runs_dir, cache_dir=work / ".cache", dry_run=False)
+        timings: dict[str, float] = {}
+        tables = compute_metrics([(i, _make(i, ctx)) for i in rc.metrics], ctx, timings) \
+            if rc.metrics else []
+        metrics = writer.write_table("metrics", pa.concat_tables(tables) if tables
+                                     else METRICS.empty_table())
+        writer.write_table("alerts", evaluate_alerts(rc, metrics, run_id))
+        writer.write_table("rejects", pa.concat_tables(rejects) if rejects
+                           else TABLES["rejects"].empty_table())
+        counts: dict[str, dict[str, int]] = {}
+        cost = 0.0
+        for (judge, status), (k, c, _u) in sorted(writer.judgment_stats.items()):
+            counts.setdefault(judge, {})[status] = k
+            cost += c or 0.0
+        first = manifests[0]
+        writer.write_manifest({
+            **{k: first.get(k) for k in ("evalkit_version", "versions", "overrides")},
+            "run_id": run_id, "experiment": experiment, "status": "ok",
+            "started_at": started.isoformat(),
+            "finished_at": datetime.now(timezone.utc).isoformat(),
+            "duration_s": sum(m.get("duration_s") or 0 for m in manifests),
+            "run_dir": str(final), "config": config,
+            "sweep_id": None, "sweep_job": None,
+            "merged_from": [m["run_id"] for m in manifests], "shards": n,
+            "n_records": writer.n_records,
+            "n_excluded": sum(m.get("n_excluded") or 0 for m in manifests),
+            "n_rejects": sum(m.get("n_rejects") or 0 for m in manifests),
+            "n_judgments": writer.n_judgments, "judge_cost_usd": cost,
+            "judge_calls_unpriced": sum(m.get("judge_calls_unpriced") or 0 for m in manifests),
+            "judgments": counts, "dry_run": False,
+            "timings": {k: round(v, 4) for k, v in timings.items()},
+        })
+        shutil.rmtree(work / ".cache", ignore_errors=True)
+        os.replace(work, final)
+    except BaseException:
+        writer.abort()
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return final
+
+
+def main(args: argparse.Namespace) -> int:
+    runs_dir = Path(args.runs_dir)
+    try:
+        dirs = [find_run(ref, runs_dir, "merge") for ref in args.runs]
+        out = merge(dirs, runs_dir)
+    except EvalkitError as exc:
+        from evalkit.redact import mask
+
+        print(f"evalkit: error: {mask(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    print(f"merged {len(dirs)} shards into {out}/")
+    return 0
