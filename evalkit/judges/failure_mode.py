@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.analysis.echo import echo_similarities
+from evalkit.analysis.echo_fast import echo_similarities
 from evalkit.analysis.pipeline_failure import PipelineFailureConfig, failure_reasons
 from evalkit.analysis.tool_results import ToolResultCheck, ToolSuccessMismatchConfig
 from evalkit.checks import check_text_columns, check_unit_interval

@@ -1,6 +1,7 @@
 """``prompt_echo``: flags outputs that copy their prompt instead of doing the task (failure
 mode A of the audit: small models returning their input verbatim). The similarity itself:
-:mod:`evalkit.analysis.echo`."""
+:mod:`evalkit.analysis.echo` (the definition) and
+:mod:`evalkit.analysis.echo_fast` (what runs)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.analysis.echo import echo_values
+from evalkit.analysis.echo_fast import echo_values
 from evalkit.checks import check_text_columns, check_unit_interval
 from evalkit.judges._det import verdicts
 from evalkit.plugin import Judge

@@ -3,7 +3,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from evalkit.analysis.echo import echo_similarities, echo_similarity
+from evalkit.analysis.echo import echo_similarity
+from evalkit.analysis.echo_fast import echo_similarities
 from evalkit.config import instance
 from evalkit.errors import ConfigError
 from evalkit.judges.prompt_echo import PromptEchoConfig, PromptEchoJudge
@@ -96,7 +97,7 @@ def test_each_distinct_pair_is_compared_once_with_the_same_result_as_alone():
 
 
 def test_normalising_on_threads_gives_the_same_text(monkeypatch):
-    import evalkit.analysis.echo as pe
+    import evalkit.analysis.echo_fast as pe
 
     texts = pa.array([CHAT, "Plain TEXT, with punctuation!", None, '{"answer": "Yes"}',
                       "Ünïcödé wörds « here »", "", "[1, 2]"] * 3, pa.string())
@@ -115,7 +116,8 @@ def test_ascii_fast_path_gives_the_regex_words():
 
     import pyarrow.compute as pc
 
-    import evalkit.analysis.echo as pe
+    import evalkit.analysis.echo as definition
+    import evalkit.analysis.echo_fast as pe
 
     rng = random.Random(7)
     alphabet = [chr(c) for c in range(128)] + ["é", "Ü", "ß", "🙂", "\u00a0", "١"]
@@ -127,11 +129,11 @@ def test_ascii_fast_path_gives_the_regex_words():
                      else text)
     for texts in (pa.array(cells, pa.string()).slice(11, 2500),
                   pa.array(cells, pa.large_string())):
-        is_json = pc.fill_null(pc.match_substring_regex(texts, pe._JSON_LIKE), False)
-        stripped = pc.if_else(is_json, pc.replace_substring_regex(texts, pe._JSON_NOISE, " "),
-                              texts)
-        regex = pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(stripped), pe._NON_WORD,
-                                                        " "), characters=" ")
+        is_json = pc.fill_null(pc.match_substring_regex(texts, definition.JSON_LIKE), False)
+        stripped = pc.if_else(
+            is_json, pc.replace_substring_regex(texts, definition.JSON_NOISE, " "), texts)
+        regex = pc.utf8_trim(pc.replace_substring_regex(
+            pc.utf8_lower(stripped), definition.NON_WORD, " "), characters=" ")
         assert pe._normalise_distinct(texts).to_pylist() == regex.to_pylist()
 
 
@@ -142,13 +144,14 @@ def test_non_ascii_cells_give_the_regex_words_for_every_code_point():
     mark, a space, an emoji), next to ASCII letters, digits, punctuation and each other."""
     import pyarrow.compute as pc
 
-    import evalkit.analysis.echo as pe
+    import evalkit.analysis.echo as definition
+    import evalkit.analysis.echo_fast as pe
 
     points = [chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000]
     cells = ["".join(f"a{p}-{p}{p} 1{p}" for p in points[i:i + 40]) + " Ü"
              for i in range(0, len(points), 40)]
     texts = pa.array(cells, pa.string())
-    regex = pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(texts), pe._NON_WORD, " "),
+    regex = pc.utf8_trim(pc.replace_substring_regex(pc.utf8_lower(texts), definition.NON_WORD, " "),
                          characters=" ")
     assert pe._normalise_distinct(texts).to_pylist() == regex.to_pylist()
 
@@ -161,7 +164,7 @@ def test_rows_taken_as_their_own_cells_give_the_deduplicated_values(monkeypatch)
 
     import numpy as np
 
-    import evalkit.analysis.echo as pe
+    import evalkit.analysis.echo_fast as pe
 
     rng = random.Random(4)
     prompts = [None if i % 17 == 0 else CHAT if i % 97 == 0 else
@@ -187,7 +190,7 @@ def test_short_and_long_outputs_share_the_same_n_gram_value(monkeypatch):
     and words that are prefixes or suffixes of the prompt's words."""
     import random
 
-    import evalkit.analysis.echo as pe
+    import evalkit.analysis.echo_fast as pe
 
     rng = random.Random(7)
     vocab = ["the", "then", "he", "a", "at", "cat", "cats", "sat", "mat", "on", "one", "x"]
@@ -202,7 +205,8 @@ def test_short_and_long_outputs_share_the_same_n_gram_value(monkeypatch):
 
     def values(few_words):
         monkeypatch.setattr(pe, "_FEW_WORDS", few_words)
-        return [pe.echo_similarity(o, p, probe=1000) for o, p in zip(outputs, prompts, strict=True)]
+        return pe.echo_similarities(pa.array(outputs, pa.string()),
+                                    [pa.array(prompts, pa.string())], probe=1000)
 
     searched, intersected = values(10_000), values(0)
     assert searched == intersected
