@@ -11,6 +11,11 @@ import pyarrow.compute as pc
 
 from evalkit.results.schemas import RECORDS
 
+__all__ = [
+    "DEFAULT_FLAG_AT", "FLAG_AT", "TEXT_COLUMNS", "check_flag_at", "check_one_of", "check_re2",
+    "check_text_columns", "check_unit_interval",
+]
+
 TEXT_COLUMNS = [f.name for f in RECORDS if pa.types.is_string(f.type)]
 
 

@@ -9,6 +9,8 @@ import importlib
 import os
 import sys
 
+__all__ = ["COMMANDS", "main"]
+
 # name -> (module, one-line help). Each module has main(argv) (``run`` hands argv to Hydra)
 # or add_arguments(parser) + main(args).
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -19,6 +19,11 @@ from evalkit.errors import ConfigError
 from evalkit.redact import mask_override, mask_tree, register_tree
 from evalkit.registry import registry
 
+__all__ = [
+    "DEFAULT_FILTER", "OPERATORS", "SEVERITIES", "AlertConfig", "instance", "load",
+    "plain_override", "PluginInstance", "RunConfig", "RunnerConfig", "validate_dataclass",
+]
+
 SEVERITIES = ("info", "warning", "error")
 OPERATORS = (">", ">=", "<", "<=", "==", "!=")
 

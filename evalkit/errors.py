@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+__all__ = ["ConfigError", "EvalkitError", "PluginError", "QueryError", "RunFailed", "SourceError"]
+
 
 class EvalkitError(Exception):
     """A user-facing error: the message names what is wrong and how to fix it."""

@@ -21,6 +21,11 @@ import orjson
 from evalkit._http import backoff_seconds, retry_after_seconds
 from evalkit.errors import SourceError
 
+__all__ = [
+    "HOST_ENV", "PUBLIC_KEY_ENV", "SECRET_KEY_ENV", "AuthError", "ClientStats", "credentials",
+    "LangfuseClient", "NotFound", "refuse_keys_in_config", "resolve_host", "TooHeavy",
+]
+
 PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
 SECRET_KEY_ENV = "LANGFUSE_SECRET_KEY"
 HOST_ENV = "LANGFUSE_HOST"

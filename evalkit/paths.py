@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+__all__ = ["getter", "Getter", "parse_json", "Parts", "parts_of", "value_at", "walk"]
+
 Getter = Callable[[Any], Any]
 Parts = list[str | int]
 

@@ -23,6 +23,12 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+__all__ = [
+    "MASK", "OVERRIDE_ENV", "REDACTED", "SECRET_NAME", "hide_secret_overrides", "is_secret_name",
+    "mask", "mask_override", "mask_tree", "register_secret", "register_tree", "register_url",
+    "secret_values",
+]
+
 REDACTED = "***redacted***"
 MASK = "***"
 # a name whose value is a secret; ``*_env`` keys name a variable and are not secrets themselves

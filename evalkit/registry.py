@@ -14,6 +14,8 @@ from importlib.metadata import EntryPoint, entry_points
 
 from evalkit.errors import PluginError
 
+__all__ = ["KINDS", "PluginEntry", "Registry", "registry"]
+
 KINDS = ("sources", "filters", "judges", "metrics", "sinks")
 _SINGULAR = {"sources": "source", "filters": "filter", "judges": "judge", "metrics": "metric",
              "sinks": "sink"}

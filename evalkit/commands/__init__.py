@@ -1,0 +1,2 @@
+
+__all__ = ["compare", "completion", "plugins", "push", "query", "report"]

@@ -29,6 +29,8 @@ from evalkit.commands._output import add_format_arguments, chosen_format, emit, 
 from evalkit.commands._runs import find_run
 from evalkit.errors import EvalkitError
 
+__all__ = ["MAX_UNDEFINED", "add_arguments", "compare", "main"]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_a", help="the baseline: a run id or a run directory")

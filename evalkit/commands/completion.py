@@ -15,6 +15,10 @@ import shlex
 import sys
 from pathlib import Path
 
+__all__ = [
+    "BASH", "RUN_OPTIONS", "SCRIPTS", "ZSH", "add_arguments", "candidates", "complete_main", "main",
+]
+
 BASH = r"""# evalkit shell completion (bash). Install: evalkit completion bash >> ~/.bashrc
 _evalkit_complete() {
     local IFS=$'\n'

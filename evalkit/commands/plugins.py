@@ -7,6 +7,8 @@ import argparse
 
 from evalkit.commands._output import add_format_arguments, chosen_format, emit
 
+__all__ = ["add_arguments", "main"]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from evalkit.registry import KINDS

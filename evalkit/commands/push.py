@@ -10,6 +10,8 @@ from evalkit.commands._runs import find_run
 from evalkit.errors import EvalkitError
 from evalkit.redact import mask_tree
 
+__all__ = ["add_arguments", "main"]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="a run id (searched under --runs-dir) or a run directory")

@@ -10,6 +10,8 @@ from pathlib import Path
 from evalkit.commands._output import add_format_arguments, chosen_format, emit
 from evalkit.errors import QueryError
 
+__all__ = ["add_arguments", "main"]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sql", help="one SELECT over the views runs, latest, records, "

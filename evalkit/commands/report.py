@@ -12,6 +12,8 @@ from pathlib import Path
 from evalkit.commands._runs import find_run
 from evalkit.errors import EvalkitError
 
+__all__ = ["add_arguments", "main"]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="*", help="run ids or run directories (several: one page, "

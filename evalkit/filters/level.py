@@ -9,6 +9,8 @@ import pyarrow.compute as pc
 
 from evalkit.plugin import Filter
 
+__all__ = ["LevelConfig", "LevelFilter"]
+
 
 @dataclass(frozen=True)
 class LevelConfig:

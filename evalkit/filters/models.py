@@ -11,6 +11,8 @@ import pyarrow.compute as pc
 
 from evalkit.plugin import Filter
 
+__all__ = ["glob_regex", "ModelsConfig", "ModelsFilter"]
+
 
 @dataclass(frozen=True)
 class ModelsConfig:

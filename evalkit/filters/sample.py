@@ -13,6 +13,8 @@ import pyarrow.compute as pc
 
 from evalkit.plugin import Filter
 
+__all__ = ["sample_position", "SampleConfig", "SampleFilter"]
+
 _SCALE = float(1 << 64)
 
 

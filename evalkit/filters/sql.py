@@ -12,6 +12,8 @@ import pyarrow.compute as pc
 from evalkit.plugin import Filter
 from evalkit.results.schemas import RECORDS
 
+__all__ = ["SqlConfig", "SqlFilter"]
+
 
 @dataclass(frozen=True)
 class SqlConfig:

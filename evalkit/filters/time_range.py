@@ -11,6 +11,8 @@ import pyarrow.compute as pc
 from evalkit._time import iso_time
 from evalkit.plugin import Filter
 
+__all__ = ["parse_time", "TimeRangeConfig", "TimeRangeFilter"]
+
 
 def parse_time(text: str, key: str) -> datetime:
     """An ISO-8601 timestamp (``2026-11-01``, ``2026-11-01T12:00:00Z``); UTC when no zone."""

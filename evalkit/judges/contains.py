@@ -13,6 +13,8 @@ from evalkit.checks import check_one_of, check_text_columns
 from evalkit.judges._det import verdicts
 from evalkit.plugin import Judge
 
+__all__ = ["ContainsConfig", "ContainsJudge"]
+
 _MODES = ("any", "all")
 
 

@@ -15,6 +15,8 @@ from evalkit.judges._det import strip_code_fence, verdicts
 from evalkit.paths import parse_json
 from evalkit.plugin import Judge
 
+__all__ = ["ExactMatchConfig", "ExactMatchJudge"]
+
 
 @dataclass(frozen=True)
 class ExactMatchConfig:

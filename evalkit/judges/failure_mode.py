@@ -29,6 +29,8 @@ from evalkit.checks import check_text_columns, check_unit_interval
 from evalkit.judges._det import verdicts
 from evalkit.plugin import AsyncJudge, plugin_class
 
+__all__ = ["MODES", "NONE", "FailureModeConfig", "FailureModeJudge"]
+
 MODES = ("pipeline_failure", "prompt_echo", "fabricated_tool_api",
          "tool_output_misinterpretation", "instruction_skipping", "other")
 NONE = "none"  # a genuine completion in which no failure mode was found

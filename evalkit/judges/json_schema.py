@@ -16,6 +16,8 @@ from evalkit.judges._det import strip_code_fence, verdicts
 from evalkit.paths import parse_json
 from evalkit.plugin import Judge
 
+__all__ = ["field_type", "fields_schema", "JsonSchemaConfig", "JsonSchemaJudge"]
+
 _BASE_TYPES = {"str": "string", "string": "string", "int": "integer", "integer": "integer",
                "float": "number", "number": "number", "bool": "boolean",
                "boolean": "boolean", "dict": "object", "object": "object", "list": "array",

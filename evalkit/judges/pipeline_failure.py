@@ -11,6 +11,8 @@ from evalkit.analysis.pipeline_failure import PipelineFailureConfig, failure_rea
 from evalkit.judges._det import verdicts
 from evalkit.plugin import Judge
 
+__all__ = ["PipelineFailureJudge"]
+
 
 class PipelineFailureJudge(Judge):
     """value 1.0 (label ``pipeline_failure``, not passed) when the output is not a completion,

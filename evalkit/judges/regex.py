@@ -12,6 +12,8 @@ from evalkit.checks import check_one_of, check_re2, check_text_columns
 from evalkit.judges._det import verdicts
 from evalkit.plugin import Judge
 
+__all__ = ["RegexConfig", "RegexJudge"]
+
 _MODES = ("search", "fullmatch")
 
 

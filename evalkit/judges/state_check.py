@@ -23,6 +23,8 @@ from evalkit.paths import value_at
 from evalkit.plugin import Judge
 from evalkit.results.schemas import RECORDS
 
+__all__ = ["ENGINES", "detect_engine", "StateCheckConfig", "StateCheckJudge"]
+
 _PARAM = re.compile(r"(?<![\w$])\$([A-Za-z_]\w*)")
 _SCALAR = [f.name for f in RECORDS if not pa.types.is_list(f.type)]
 ENGINES = ("auto", "duckdb", "sqlite")

@@ -14,6 +14,8 @@ import pyarrow as pa
 from evalkit.checks import check_unit_interval
 from evalkit.plugin import Judge
 
+__all__ = ["STOPWORDS", "TokenOverlapConfig", "TokenOverlapJudge", "units", "unsupported_share"]
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 # English function words: they occur everywhere, so their overlap says nothing about grounding

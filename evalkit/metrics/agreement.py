@@ -13,6 +13,8 @@ from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
 from evalkit.plugin import Metric
 
+__all__ = ["STATISTICS", "AgreementMetric"]
+
 # statistic -> (function, what it reads, what it is); it reads the scores, the thresholded
 # 0/1 values, or the scores' codes (distinct-value indices, for ranks)
 STATISTICS: dict[str, tuple[stats.Batch | None, str, str]] = {

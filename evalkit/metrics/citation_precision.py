@@ -31,6 +31,8 @@ from evalkit.metrics._signals import (
 from evalkit.paths import value_at
 from evalkit.plugin import Metric
 
+__all__ = ["CitationPrecisionConfig", "CitationPrecisionMetric"]
+
 
 @dataclass(frozen=True)
 class CitationPrecisionConfig(SliceConfig):

@@ -15,6 +15,8 @@ from evalkit.metrics._pair_statistics import bootstrap
 from evalkit.metrics._signals import excluded_mask, index_slices, metric_row, reasons
 from evalkit.plugin import Metric
 
+__all__ = ["CostPerSuccessConfig", "CostPerSuccessMetric"]
+
 
 @dataclass(frozen=True)
 class CostPerSuccessConfig(OutcomeConfig):

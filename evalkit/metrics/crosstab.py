@@ -15,6 +15,8 @@ from evalkit.metrics._signals import excluded_mask, index_slices, judgment_join
 from evalkit.metrics._stats import SLICEABLE, mean_ci
 from evalkit.plugin import Metric
 
+__all__ = ["CrosstabConfig", "CrosstabMetric"]
+
 _OF = ("flag", "label")
 _FIELDS = ["value", "passed", "label"]
 

@@ -17,6 +17,8 @@ from evalkit.metrics._stats import bootstrap_ci
 from evalkit.plugin import Metric
 from evalkit.results.writer import atomic_path, write_parquet
 
+__all__ = ["DisagreementsConfig", "DisagreementsMetric"]
+
 # record columns copied into the queue so a reviewer sees what was judged
 _RECORD_COLUMNS = ["model", "input", "output", "context", "reference", "human_label"]
 

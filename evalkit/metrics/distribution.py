@@ -23,6 +23,8 @@ from evalkit.metrics._stats import (
 from evalkit.plugin import Metric
 from evalkit.results.schemas import RECORDS
 
+__all__ = ["DistributionConfig", "DistributionMetric"]
+
 
 def _numeric_column(name: str) -> bool:
     return name in RECORDS.names and (pa.types.is_floating(RECORDS.field(name).type)

@@ -33,6 +33,11 @@ from evalkit.metrics._signals import (
 )
 from evalkit.plugin import Metric
 
+__all__ = [
+    "BINNINGS", "bin_index", "calibration", "EceConfig", "ExpectedCalibrationError",
+    "reliability_table",
+]
+
 BINNINGS = ("width", "mass")
 
 

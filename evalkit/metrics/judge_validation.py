@@ -11,6 +11,8 @@ from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
 from evalkit.plugin import Metric
 
+__all__ = ["STATISTICS", "JudgeValidationConfig", "JudgeValidationMetric"]
+
 
 @dataclass(frozen=True)
 class JudgeValidationConfig(PairConfig):

@@ -12,6 +12,8 @@ from evalkit.metrics._signals import SliceConfig, excluded_mask, index_slices, m
 from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_cis, slice_sql
 from evalkit.plugin import Metric
 
+__all__ = ["LatencyConfig", "LatencyMetric"]
+
 _NUMERIC = ("latency_s", "cost_usd", "input_tokens", "output_tokens", "confidence")
 
 

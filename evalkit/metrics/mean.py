@@ -10,6 +10,8 @@ import pyarrow.compute as pc
 from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
 from evalkit.plugin import Metric
 
+__all__ = ["MeanMetric"]
+
 
 class MeanMetric(Metric):
     """Mean of ``value`` over records the judge scored (``status='ok'``); errors and skips

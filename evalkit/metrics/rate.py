@@ -12,6 +12,8 @@ from evalkit.checks import check_flag_at, check_one_of
 from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
 from evalkit.plugin import Metric
 
+__all__ = ["COUNTS", "RateConfig", "RateMetric"]
+
 COUNTS = ("flagged", "passed")
 
 

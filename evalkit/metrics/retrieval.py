@@ -36,6 +36,11 @@ from evalkit.metrics._signals import (
 from evalkit.paths import value_at
 from evalkit.plugin import Metric
 
+__all__ = [
+    "ContextPrecisionConfig", "ContextPrecisionMetric", "ContextRecallConfig",
+    "ContextRecallMetric",
+]
+
 
 def _check_source(value: str, key: str) -> None:
     if value.startswith("judge:"):

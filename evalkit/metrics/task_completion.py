@@ -16,6 +16,8 @@ from evalkit.metrics._signals import (
 )
 from evalkit.plugin import Metric
 
+__all__ = ["TaskCompletionMetric"]
+
 
 class TaskCompletionMetric(Metric):
     """Share of included records with a successful outcome, per slice; records without a

@@ -20,6 +20,11 @@ from evalkit.metrics._signals import (
 from evalkit.metrics._stats import slice_sql
 from evalkit.plugin import Metric
 
+__all__ = [
+    "ACTIONS", "BypassRateMetric", "classify", "edit_distance", "EditConfig", "EditRateConfig",
+    "EditRateMetric", "normalised_edit_distance",
+]
+
 ACTIONS = ("accepted", "edited", "bypassed")
 
 

@@ -4,6 +4,8 @@ built from. Importing it costs nothing, so `evalkit query` starts without pyarro
 
 from __future__ import annotations
 
+__all__ = ["COLUMNS", "empty_select_sql", "sql_literal"]
+
 COLUMNS: dict[str, list[tuple[str, str]]] = {
     "records": [
         ("run_id", "string"),

@@ -31,6 +31,11 @@ from evalkit.results.columns import empty_select_sql, sql_literal
 if TYPE_CHECKING:
     import duckdb
 
+__all__ = [
+    "READ_TABLE_FUNCTIONS", "RUNS_COLUMNS", "check_read_only", "connect", "QueryResult",
+    "ReadOnlyConnection", "run_query",
+]
+
 # where each table lives inside runs/<experiment>/<run_id>/
 _FILES = {
     "records": "*/*/records.parquet",

@@ -20,6 +20,11 @@ import pyarrow.compute as pc
 
 from evalkit.results.columns import COLUMNS
 
+__all__ = [
+    "EXCHANGE_CALLS_LIMIT", "EXCHANGE_TEXT_LIMIT", "JUDGMENTS", "METRICS", "RAW_LIMIT", "RECORDS",
+    "TABLES", "bounded_text", "conform", "empty", "json_text",
+]
+
 _ARROW = {
     "string": pa.string(),
     "float64": pa.float64(),

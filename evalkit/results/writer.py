@@ -21,6 +21,11 @@ from evalkit.results.schemas import RECORDS, TABLES, conform
 if TYPE_CHECKING:
     import duckdb
 
+__all__ = [
+    "TEXT_COLUMNS", "UNIQUE_COLUMNS", "atomic_path", "judgments_view_sql", "parquet_options",
+    "records_view_sql", "run_connection", "RunWriter", "write_json", "write_parquet",
+]
+
 
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:

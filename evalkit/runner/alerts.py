@@ -10,6 +10,8 @@ import pyarrow as pa
 from evalkit.config import RunConfig
 from evalkit.errors import RunFailed
 
+__all__ = ["evaluate_alerts", "raise_on_fired"]
+
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
         "==": operator.eq, "!=": operator.ne}
 _SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}

@@ -18,6 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from evalkit.errors import EvalkitError
 from evalkit.redact import hide_secret_overrides, mask
 
+__all__ = ["main", "plain_overrides", "register_resolvers", "shell_completion", "with_override"]
+
 
 def _data_path(name: str) -> str:
     """``${evalkit.data:quickstart.jsonl}``: the path of a data file (or directory) bundled

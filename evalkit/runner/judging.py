@@ -21,6 +21,8 @@ from evalkit.redact import mask
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
 from evalkit.results.writer import RunWriter
 
+__all__ = ["JudgeRunner", "Judging"]
+
 
 class _RecordOrder:
     """Where a batch's excluded and included records sit, to write a judge's skipped and

@@ -9,6 +9,8 @@ import pyarrow.compute as pc
 
 from evalkit.plugin import ImportedScores, Reject, SourceItem
 
+__all__ = ["limited"]
+
 
 def limited(items: Iterator[SourceItem], limit: int | None) -> Iterator[SourceItem]:
     """What a source yields, up to ``limit`` records in all; the batch that reaches it is cut

@@ -15,6 +15,8 @@ from evalkit.plugin import Metric
 from evalkit.results.schemas import METRICS, conform
 from evalkit.results.writer import run_connection
 
+__all__ = ["compute_metrics"]
+
 
 def compute_metrics(plugins: list[tuple[PluginInstance, Metric]], ctx: RunContext,
                     timings: dict[str, float]) -> list[pa.Table]:

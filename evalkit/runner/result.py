@@ -8,6 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
+__all__ = ["RunResult"]
+
 
 @dataclass
 class RunResult:

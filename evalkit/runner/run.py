@@ -32,6 +32,8 @@ from evalkit.runner.result import RunResult
 from evalkit.runner.shard import sharded
 from evalkit.runner.summary import offline_judges
 
+__all__ = ["apply_filters", "execute", "new_run_id"]
+
 
 def new_run_id() -> str:
     """Sortable by time, unique across the processes of a sweep."""

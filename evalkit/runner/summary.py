@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from evalkit.config import RunConfig
     from evalkit.runner.result import RunResult
 
+__all__ = ["print_summary"]
+
 
 def _num(value: float | None) -> str:
     if value is None:

@@ -34,6 +34,8 @@ from evalkit.langfuse_client import (
 )
 from evalkit.plugin import Sink
 
+__all__ = ["ID_SCOPES", "LangfuseSink", "LangfuseSinkConfig", "score_id"]
+
 ID_SCOPES = ("run", "experiment")
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/evalkit/evalkit#langfuse-score")
 _TEXT_LIMIT = 500  # Langfuse's limit for TEXT score values

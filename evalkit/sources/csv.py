@@ -16,6 +16,8 @@ from evalkit.sources._input import HEAD, Input, head_text, open_input
 from evalkit.sources._mapping import Where, batches
 from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
+__all__ = ["CsvSource", "Note", "Rejecter"]
+
 Note = tuple[int, str, str | None]  # (line, reason, raw) of a line the reader could not take
 Rejecter = Callable[..., None]  # (location, reason, raw=None): input that is not a record
 NEWLINES = ("\n", "\r")

@@ -48,6 +48,11 @@ from evalkit.sources._mapping import (
 )
 from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
+__all__ = [
+    "FIRST_READ", "PARALLEL_MIN_BYTES", "PIECE_BYTES", "Chunk", "JsonlSource", "JsonlSourceConfig",
+    "map_chunk", "Mapped", "Sent",
+]
+
 
 @dataclass(frozen=True)
 class JsonlSourceConfig(FileSourceConfig):

@@ -32,6 +32,8 @@ from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting,
 from evalkit.judges.llm._parse import indexed, parse_json_object, require
 from evalkit.paths import value_at
 
+__all__ = ["FORMAT", "SCHEMA", "TASK", "CitationSupportConfig", "CitationSupportJudge"]
+
 TASK = (
     "You check citations in an AI output. Each numbered item gives a claim from the output "
     "and the passage the output cites for it. Decide, for each item separately and using "

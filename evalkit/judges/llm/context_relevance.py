@@ -28,6 +28,11 @@ from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import indexed, objects, parse_json_object, require
 
+__all__ = [
+    "RECALL_FORMAT", "RECALL_SCHEMA", "RECALL_TASK", "RELEVANCE_FORMAT", "RELEVANCE_SCHEMA",
+    "RELEVANCE_TASK", "SCORES", "ContextRelevanceConfig", "ContextRelevanceJudge",
+]
+
 SCORES = ("precision", "recall")
 RELEVANCE_TASK = (
     "You judge a retrieval system. For each numbered passage, decide whether it is relevant "

@@ -10,6 +10,8 @@ from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import choice, parse_json_object
 
+__all__ = ["FORMAT", "SCHEMA", "TASK", "VERDICTS", "CorrectnessLlmConfig", "CorrectnessLlmJudge"]
+
 VERDICTS = {"correct": 1.0, "partially_correct": 0.5, "incorrect": 0.0}
 TASK = (
     "You grade the correctness of an AI output against a reference answer for the same input. "

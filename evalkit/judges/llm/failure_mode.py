@@ -13,6 +13,11 @@ from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import choice, parse_json_object
 
+__all__ = [
+    "FAILURE_MODES", "FORMAT", "SCHEMA", "SCOPES", "TASK", "classify_failure_modes",
+    "FailureModeLlmConfig", "FailureModeLlmJudge",
+]
+
 FAILURE_MODES: dict[str, str] = {
     "pipeline_failure": "the call failed in the infrastructure: the 'output' is an error "
                         "message, a request envelope, empty or cut off by the system, not a "

@@ -22,6 +22,11 @@ from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting,
 from evalkit.judges.llm._engine import CallResult
 from evalkit.judges.llm._parse import ParseError, number, parse_json_object, require
 
+__all__ = [
+    "BUILT_IN", "SCORE_FORMAT", "SCORE_SCHEMA", "SHOWABLE", "STEPS_FORMAT", "STEPS_SCHEMA",
+    "STEPS_TASK", "GEvalConfig", "GEvalJudge", "load_rubric", "Rubric", "weighted_score",
+]
+
 BUILT_IN = ("relevance", "coherence")
 SHOWABLE = ("input", "output", "context", "reference", "final_output")
 STEPS_TASK = (

@@ -12,6 +12,8 @@ from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import number, parse_json_object, require
 
+__all__ = ["FORMATS", "MODES", "SCHEMAS", "TASK", "HallucinationLlmConfig", "HallucinationLlmJudge"]
+
 MODES = ("graded", "binary")
 TASK = (
     "You are a strict evaluator of hallucination. Decide whether the AI output contains "

@@ -17,6 +17,10 @@ from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting,
 from evalkit.judges.llm._parse import choice, parse_json_object
 from evalkit.results.schemas import RECORDS
 
+__all__ = [
+    "FORMAT", "PREFERENCE", "SCHEMA", "TASK", "TEXT_COLUMNS", "PairwiseConfig", "PairwiseJudge",
+]
+
 TEXT_COLUMNS = tuple(f.name for f in RECORDS if f.type == "string")
 TASK = (
     "You compare two AI responses to the same input and decide which is better on the "

@@ -16,6 +16,11 @@ from evalkit.judges.llm import _prompt as P
 from evalkit.judges.llm._base import Call, LlmJudge, LlmJudgeConfig, accounting, failed
 from evalkit.judges.llm._parse import choice, indexed, objects, parse_json_object, require
 
+__all__ = [
+    "ANSWER_FORMAT", "ANSWER_SCHEMA", "ANSWER_TASK", "ANSWERS", "CLAIMS_FORMAT", "CLAIMS_SCHEMA",
+    "CLAIMS_TASK", "SCORES", "QagFaithfulnessConfig", "QagFaithfulnessJudge",
+]
+
 SCORES = ("faithfulness", "hallucination")
 ANSWERS = ("yes", "no", "unknown")
 CLAIMS_TASK = (

@@ -32,6 +32,12 @@ import pyarrow as pa
 from evalkit._time import iso_time
 from evalkit.results.schemas import RECORDS, json_text
 
+__all__ = [
+    "OBSERVATION_COLUMNS", "TIMESTAMP", "TRACE_COLUMNS", "V2_FIELDS", "iso", "judgment",
+    "observation_columns", "parse_time", "score", "timestamps", "trace_columns",
+    "typed_page_columns", "v2_fields",
+]
+
 # v2 field groups the source asks for: everything a record needs; the group ``time`` only
 # when a custom field reads from it (otherwise a sixth of each page, parsed for nothing)
 V2_FIELDS = "core,basic,io,metadata,model,usage,prompt,metrics,trace_context"

@@ -54,6 +54,11 @@ from evalkit.sources.langfuse import mapping
 from evalkit.sources.langfuse.state import ReadState, last_window_end, spool_name
 from evalkit.sources.langfuse.workers import PagePool
 
+__all__ = [
+    "APIS", "CURSOR_OBSERVATIONS_LIMIT", "LEVELS", "PAGE_LIMIT", "READS", "TYPES",
+    "LangfuseSource", "LangfuseSourceConfig",
+]
+
 APIS = ("auto", "v3", "v4")
 READS = ("observations", "traces")
 TYPES = ("SPAN", "GENERATION", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR",

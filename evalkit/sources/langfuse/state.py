@@ -22,6 +22,8 @@ import pyarrow.parquet as pq
 
 from evalkit.results.writer import write_json, write_parquet
 
+__all__ = ["last_window_end", "ReadState", "spool_name"]
+
 try:  # POSIX only; elsewhere a state is used without a lock
     import fcntl
 except ImportError:  # pragma: no cover

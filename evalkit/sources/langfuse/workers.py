@@ -32,6 +32,8 @@ import pyarrow.ipc
 
 from evalkit._fork import lower_priority
 
+__all__ = ["PageMapper", "PagePool"]
+
 # A page mapper: the body of a cursor page -> its record table, raising when it does not map
 # whole (any exception: the reader maps the page itself).
 PageMapper = Callable[[bytes], pa.Table]
