@@ -182,6 +182,5 @@ class FailureModeJudge(AsyncJudge):
         return self.llm.estimate(self._undecided(table, self.judge(table)))
 
     def close(self) -> None:
-        close = getattr(self.llm, "close", None)
-        if close is not None:
-            close()
+        if self.llm is not None:
+            self.llm.close()
