@@ -1,0 +1,81 @@
+"""Reliability figures for the README's reliability section: the fuzz counts (the
+reliability suite's property tests, scaled up: a soak) and the peak memory of a real
+``evalkit run`` over a file with lines from 1 byte to 200 MB.
+
+    python bench/reliability.py [--scale 20] [--skip-memory]
+
+``--scale`` multiplies every fuzz test's examples (CI runs them at 1, derandomized; here the
+draw is random, so each soak tries new inputs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FUZZ_TESTS = ["tests/reliability/test_fuzz_files.py", "tests/reliability/test_fuzz_langfuse.py",
+              "tests/reliability/test_fuzz_config.py"]
+
+
+def fuzz(scale: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "counts.json"
+        env = {**os.environ, "EVALKIT_FUZZ_SCALE": str(scale),
+               "EVALKIT_FUZZ_REPORT": str(report), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               *FUZZ_TESTS], cwd=ROOT, env=env, capture_output=True, text=True)
+        took = time.perf_counter() - t0
+        counts = json.loads(report.read_text()) if report.exists() else {}
+    status = "all properties held" if proc.returncode == 0 else "FAILED"
+    print(f"fuzzing (scale {scale:g}, {took:.0f} s): {status}")
+    for name, c in sorted(counts.items()):
+        extra = ", ".join(f"{k} {v:,}" for k, v in sorted(c.items()) if k != "examples")
+        print(f"  {name:9s} {c.get('examples', 0):6,} examples; {extra}")
+    if proc.returncode:
+        print(proc.stdout[-4000:])
+        raise SystemExit(1)
+
+
+def memory() -> None:
+    from tests.reliability.procmem import run_measured
+    from tests.reliability.test_memory import SIZES, write_lines
+
+    evalkit = str(Path(sys.executable).with_name("evalkit"))
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "lines.jsonl"
+        write_lines(data, SIZES)
+        size = data.stat().st_size
+        for label, extra in [("workers auto", []), ("+source.workers=0", ["+source.workers=0"])]:
+            t0 = time.perf_counter()
+            proc, peak = run_measured([evalkit, "run", "source=jsonl", f"source.path={data}",
+                                       "+source.record_id=id", "runner.summary=false",
+                                       *extra], cwd=Path(tmp))
+            took = time.perf_counter() - t0
+            if proc.returncode:
+                raise SystemExit(proc.stderr[-3000:])
+            print(f"memory: lines of 1 byte to {max(SIZES) / 1e6:,.0f} MB ({size / 2**20:,.0f} "
+                  f"MiB, {label}): peak {peak / 2**20:,.0f} MiB over the process tree "
+                  f"(limit 2,048), {took:.1f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=20)
+    parser.add_argument("--skip-memory", action="store_true")
+    args = parser.parse_args()
+    fuzz(args.scale)
+    if not args.skip_memory:
+        memory()
+
+
+if __name__ == "__main__":
+    main()
