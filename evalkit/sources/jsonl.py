@@ -8,10 +8,8 @@ the builder that checks them within a chunk)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import tempfile
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,7 +17,6 @@ from itertools import pairwise, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +43,8 @@ from evalkit.sources._mapping import (
     duplicate_id,
     location,
 )
+from evalkit.sources._pieces import newlines, pieces
+from evalkit.sources._transfer import put, take, transfer_dir
 from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
 __all__ = [
@@ -93,30 +92,6 @@ class Chunk(NamedTuple):
     notes: tuple[tuple[str, str, str | None], ...] = ()
 
 
-# bytes of lines parsed and mapped at a time within a chunk: the Python objects of a whole
-# chunk (50,000 rows) outgrew the caches and were mapped afresh by the kernel for every
-# chunk; a piece's fit, and are freed before the next piece reuses their memory (1M bench
-# records: 5.4-5.9 -> 3.4-4.3 µs of CPU a record, page faults 100,000 -> under 1,000 per
-# 300,000 records)
-PIECE_BYTES = 2 << 20
-
-
-def _pieces(data: bytes, first: int) -> Iterator[tuple[bytes, int, int]]:
-    """``data`` (lines from line ``first``) as pieces of whole lines of about
-    ``PIECE_BYTES``, each with its number of lines and its first line's number."""
-    start = 0
-    while True:
-        end = len(data)
-        if end - start > PIECE_BYTES:
-            end = data.find(b"\n", start + PIECE_BYTES - 1) + 1 or end
-        piece = data[start:end] if start or end < len(data) else data
-        n = _newlines(piece) + (bool(piece) and not piece.endswith(b"\n"))
-        yield piece, n, first
-        if end == len(data):
-            return
-        start, first = end, first + n
-
-
 def map_chunk(name: str, config: FileSourceConfig, ref: FileRef, chunk: Chunk) -> Mapped:
     """Parse and map the lines of ``chunk`` (of file ``ref``), piece by piece. Runs in a
     worker process or in the run's own; its rejects and imported scores come back with it.
@@ -129,7 +104,7 @@ def map_chunk(name: str, config: FileSourceConfig, ref: FileRef, chunk: Chunk) -
     counted = 0
     # the parsed rows hold no cycles: collections while they pile up would free nothing
     with gc_paused():
-        for data, lines, first in _pieces(chunk.data, chunk.first):
+        for data, lines, first in pieces(chunk.data, chunk.first):
             counted += lines
             typed = builder.add_typed(data, lines, ref, first)
             if typed:
@@ -197,47 +172,13 @@ def _map_in_worker(ref: FileRef, chunk: Chunk) -> Mapped | Sent:
     table, kept, rejects, imported = map_chunk(*_WORKER, ref, chunk)
     if table is None or _TRANSFER is None:
         return table, kept, rejects, imported
-    return _put(table, os.path.join(_TRANSFER, f"{chunk.index}-{chunk.first}.arrow")), \
+    return put(table, os.path.join(_TRANSFER, f"{chunk.index}-{chunk.first}.arrow")), \
         kept, rejects, imported
 
 
 # how a worker hands a chunk's table back: the table itself (pickled through the pipe), or
-# the path of the file it wrote it to (see _put)
+# the path of the file it wrote it to (see evalkit.sources._transfer)
 Sent = tuple[pa.Table | str | None, Sequence[int], list[Reject], list[pa.Table]]
-
-
-def _transfer_dir() -> str:
-    """A new directory for the tables the workers hand back: in ``/dev/shm`` (memory, never
-    written to disk) where there is one, else in the system's temporary directory."""
-    shm = "/dev/shm"
-    usable = os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)
-    return tempfile.mkdtemp(prefix="evalkit-jsonl-", dir=shm if usable else None)
-
-
-def _put(table: pa.Table, path: str) -> pa.Table | str:
-    """Write ``table`` to ``path`` as an Arrow IPC stream and return the path; the table
-    itself when the file cannot be written (a full ``/dev/shm``, say). Pickling a 50,000-row
-    table through the pipe costs the worker about three times the write, and the run's
-    process a copy, where :func:`_take` maps the file."""
-    try:
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as out:
-            out.write_table(table)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        return table
-    return path
-
-
-def _take(path: str) -> pa.Table:
-    """The table :func:`_put` wrote to ``path``, read without a copy: its buffers point into
-    a memory map of the file, which they keep alive. The file is unlinked at once (its pages
-    are freed when the table is), so nothing is left behind whatever happens next."""
-    try:
-        with pa.memory_map(path) as source:
-            return pa.ipc.open_stream(source).read_all()
-    finally:
-        os.unlink(path)
 
 
 def _chunk_bytes(path: str | Path, chunk: Chunk) -> bytes:
@@ -250,17 +191,9 @@ def _chunk_bytes(path: str | Path, chunk: Chunk) -> bytes:
         return fh.read(chunk.size)
 
 
-def _newlines(data: bytes | memoryview) -> int:
-    """``data.count(b"\\n")`` at a third of the CPU: numpy compares a MiB at a time (in
-    cache) with SIMD, where bytes.count walks byte by byte."""
-    view = np.frombuffer(data, np.uint8)
-    return sum(int(np.count_nonzero(view[i:i + (1 << 20)] == 10))
-               for i in range(0, len(view), 1 << 20))
-
-
 def _received(sent: Sent) -> Mapped:
     table, kept, rejects, imported = sent
-    return _take(table) if isinstance(table, str) else table, kept, rejects, imported
+    return take(table) if isinstance(table, str) else table, kept, rejects, imported
 
 
 class JsonlSource(Source):
@@ -309,7 +242,7 @@ class JsonlSource(Source):
                     if not n and not rest_read:
                         break
                     block, read = memoryview(buf)[:n], n + rest_read
-                    lines = _newlines(block) + rest.count(b"\n") + \
+                    lines = newlines(block) + rest.count(b"\n") + \
                         ((rest or block)[-1:] != b"\n")
                     want = min(limit, max(1, read * size // lines * 15 // 16))
                     lost = None  # why the last line cannot be read (then it becomes blank)
@@ -357,9 +290,8 @@ class JsonlSource(Source):
         """Worker processes for this read: as configured, else for an input over
         ``PARALLEL_MIN_BYTES``, when they can be forked now (this process has no threads), one
         per core (none on one core: nothing to run beside). They run below the run's process's
-        priority, so they take the CPU it leaves while it filters, judges and writes (on 2
-        cores, 1M records: two such workers 17.8-18.1 s, one at normal priority 20.7-20.9 s;
-        two at normal priority starved the run)."""
+        priority, so they take the CPU it leaves while it filters, judges and writes (at the
+        same priority they starved it; bench/README.md has the figures)."""
         if self.config.workers is not None:
             return self.config.workers
         big = sum(p.stat().st_size for p in self.paths) >= PARALLEL_MIN_BYTES
@@ -379,7 +311,7 @@ class JsonlSource(Source):
         from concurrent.futures import Future, ProcessPoolExecutor
 
         mp = multiprocessing.get_context(start_method())
-        transfer = _transfer_dir()
+        transfer = transfer_dir()
         try:
             pool = ProcessPoolExecutor(workers, mp_context=mp, initializer=_start_worker,
                                        initargs=(self.name, self.config, transfer))

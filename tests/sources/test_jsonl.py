@@ -15,6 +15,7 @@ import pytest
 from evalkit._fork import can_fork
 from evalkit.context import RunContext
 from evalkit.errors import ConfigError, SourceError
+from evalkit.sources import _pieces
 from evalkit.sources.jsonl import JsonlSource, JsonlSourceConfig
 from tests.sources.conftest import read, read_all
 
@@ -197,8 +198,10 @@ def _both_ways(path: Path, ctx: RunContext, monkeypatch: pytest.MonkeyPatch,
                **options: Any) -> tuple[tuple[list[dict[str, Any]], list[dict[str, Any]],
                                               list[dict[str, Any]]], list[bool]]:
     """A read as it happens (what each chunk's ``add_typed`` answered beside it), checked
-    equal to a read that parses every line on its own."""
+    equal to a read that parses every line on its own, and to the plain reference reader
+    (the rule: every speed mechanic gives what the plain reader gives)."""
     import evalkit.sources._mapping as mapping
+    from tests.reliability.readers import read_jsonl_checked
 
     with monkeypatch.context() as patch:
         spied = _spy_typed(patch)
@@ -206,6 +209,7 @@ def _both_ways(path: Path, ctx: RunContext, monkeypatch: pytest.MonkeyPatch,
         typed = list(spied)
         patch.setattr(mapping, "_typed_plan", lambda paths: None)  # line by line only
         assert fast == _read(path, ctx, **options)
+    read_jsonl_checked(path, path.parent, **options)
     return fast, typed
 
 
@@ -571,12 +575,11 @@ def test_the_source_says_whether_it_parses_beside_the_run(tmp_path: Path, ctx: R
 
 @pytest.mark.parametrize("piece", [1, 90, 1 << 20])
 def test_pieces_are_whole_lines_with_their_counts_and_first_lines(monkeypatch, piece: int):
-    import evalkit.sources.jsonl as jsonl
 
-    monkeypatch.setattr(jsonl, "PIECE_BYTES", piece)
+    monkeypatch.setattr(_pieces, "PIECE_BYTES", piece)
     for data in (b'{"a": 1}\n\n{"b": 22}\n' * 7, b'{"a": 1}\n' * 9 + b'{"end": 0}', b"{}\n"):
         lines = data.count(b"\n") + (not data.endswith(b"\n"))
-        pieces = list(jsonl._pieces(data, 5))
+        pieces = list(_pieces.pieces(data, 5))
         assert b"".join(p for p, _, _ in pieces) == data
         assert all(p.endswith(b"\n") for p, _, _ in pieces[:-1])
         assert [n for _, n, _ in pieces] == [p.count(b"\n") + (not p.endswith(b"\n"))
@@ -613,7 +616,7 @@ def test_a_chunk_mapped_in_pieces_gives_what_one_piece_gives(tmp_path: Path, ctx
     whole = _read(path, ctx, **options)
     cfg = JsonlSourceConfig(path=str(path), **options)
     (chunk,) = JsonlSource("s", cfg, ctx)._chunks()
-    monkeypatch.setattr(jsonl, "PIECE_BYTES", 300)
+    monkeypatch.setattr(_pieces, "PIECE_BYTES", 300)
     typed = _spy_typed(monkeypatch)
     table, lines, rejects, imported = jsonl.map_chunk("s", cfg, (str(path), "a.jsonl"), chunk)
     assert len(typed) > 10 and (not any(typed) if scores else 0 < sum(typed) < len(typed))

@@ -17,6 +17,7 @@ import pytest
 import evalkit.sources.jsonl as jsonl
 from evalkit.context import RunContext
 from evalkit.errors import SourceError
+from evalkit.sources import _transfer
 from evalkit.sources.jsonl import JsonlSource, JsonlSourceConfig
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux")
@@ -32,13 +33,13 @@ def _lines(n: int) -> bytes:
 def dirs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The transfer directories the reads create (recorded, then checked by the test)."""
     made: list[str] = []
-    make = jsonl._transfer_dir
+    make = jsonl.transfer_dir
 
     def spy() -> str:
         made.append(make())
         return made[-1]
 
-    monkeypatch.setattr(jsonl, "_transfer_dir", spy)
+    monkeypatch.setattr(jsonl, "transfer_dir", spy)
     return made
 
 
@@ -46,13 +47,13 @@ def dirs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def taken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The files the run's process took tables from."""
     paths: list[str] = []
-    take = jsonl._take
+    take = jsonl.take
 
     def spy(path: str) -> pa.Table:
         paths.append(path)
         return take(path)
 
-    monkeypatch.setattr(jsonl, "_take", spy)
+    monkeypatch.setattr(jsonl, "take", spy)
     return paths
 
 
@@ -112,12 +113,12 @@ def test_a_failed_worker_leaves_nothing_behind(tmp_path: Path, ctx: RunContext,
 def test_put_and_take_round_trip_and_fall_back_to_the_pipe(tmp_path: Path) -> None:
     table = pa.table({"a": ["x", None, "z"], "b": [1.5, None, 3.0],
                       "c": pa.array([[], ["p"], None], pa.list_(pa.string()))})
-    sent = jsonl._put(table, str(tmp_path / "t.arrow"))
+    sent = _transfer.put(table, str(tmp_path / "t.arrow"))
     assert sent == str(tmp_path / "t.arrow")
-    got = jsonl._take(sent)
+    got = _transfer.take(sent)
     assert got.equals(table) and os.listdir(tmp_path) == []
     # a file that cannot be written (here: no such directory): the table goes itself
-    assert jsonl._put(table, str(tmp_path / "gone" / "t.arrow")) is table
+    assert _transfer.put(table, str(tmp_path / "gone" / "t.arrow")) is table
     assert os.listdir(tmp_path) == []
 
 
