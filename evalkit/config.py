@@ -234,7 +234,8 @@ def plain_override(arg: str) -> str:
     key, eq, value = arg.partition("=")
     group = key.lstrip("+~")
     if eq and group in ("experiment", "source", "runner", *_INSTANCE_GROUPS) and \
-            re.fullmatch(r"[-+]?[0-9][0-9_.eE+-]*|true|false|null|~", value.strip(), re.I):
+            any(re.fullmatch(r"[-+]?(\.?[0-9][0-9_.eE+-]*|inf|nan)|true|false|null|~", item, re.I)
+                for item in re.split(r"[\[\],\s]+", value) if item):
         # Hydra itself fails on these with a traceback (a config name that is a number)
         raise ConfigError(f"{arg}: '{value}' is not the name of a {group} config; give one "
                           f"(evalkit run --help lists them)")

@@ -48,7 +48,7 @@ from evalkit.sources._transfer import put, take, transfer_dir
 from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
 __all__ = [
-    "FIRST_READ", "PARALLEL_MIN_BYTES", "PIECE_BYTES", "Chunk", "JsonlSource", "JsonlSourceConfig",
+    "FIRST_READ", "PARALLEL_MIN_BYTES", "Chunk", "JsonlSource", "JsonlSourceConfig",
     "map_chunk", "Mapped", "Sent",
 ]
 

@@ -76,7 +76,8 @@ def test_what_fuzzing_found_is_one_line_and_exit_2(tmp_path) -> None:
     a number (a TypeError in the loader)."""
     from tests.conftest import run_cli
 
-    for args in (["+experiment=0"], ["+experiment=quickstart", "judges=0"],
+    for args in (["+experiment=0"], ["+experiment=quickstart", "judges=0"], ["judges=nan"],
+                 ["+experiment=quickstart", "judges=[1,2]"],
                  ["+experiment=quickstart", "alerts=-1"]):
         proc = run_cli("run", *args, cwd=tmp_path, check=False)
         assert proc.returncode == 2, proc.stderr
