@@ -1,0 +1,119 @@
+"""``evalkit compact [RUN...]``: merge the judgment parts of finished runs into one file per
+run, so a query over many runs opens few files (each judged batch of a run wrote its own
+part). Rows, columns and their order stay as they were: the parts are read in their order
+and written as one ``judgments/part-00000.parquet`` with the parts' unified schema (a column
+a part lacks is null there, as the query layer's ``union_by_name`` read gave it).
+
+A run is rewritten only when finished (its manifest says so) and has more than one part.
+The new file is written in a sibling directory, then swapped with ``judgments/`` in one
+``renameat2(RENAME_EXCHANGE)`` on Linux (a reader sees the old parts or the new file, never
+neither); elsewhere by two renames, and a directory left half-swapped by a crash is put back
+by the next ``evalkit compact``."""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from evalkit.commands._runs import find_run
+
+FINISHED = ("ok", "failed", "dry_run")
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="*", help="run ids or directories (default: every "
+                        "finished run under --runs-dir)")
+    parser.add_argument("--runs-dir", default="runs", help="the runs directory (default: runs)")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories atomically (Linux); False when the system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    done = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return done == 0
+
+
+def _recover(run_dir: Path) -> None:
+    """Put back a swap a crash interrupted: ``judgments`` gone, the old parts beside it."""
+    judgments = run_dir / "judgments"
+    for old in sorted(run_dir.glob(".judgments-old-*")):
+        if not judgments.exists():
+            os.replace(old, judgments)
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+    for new in run_dir.glob(".judgments-new-*"):
+        shutil.rmtree(new, ignore_errors=True)
+
+
+def compact_run(run_dir: Path) -> int | None:
+    """Merge ``run_dir``'s judgment parts; the number of parts merged (None: left as is)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evalkit.results.writer import parquet_options
+
+    _recover(run_dir)
+    try:
+        status = json.loads((run_dir / "manifest.json").read_text()).get("status")
+    except (OSError, ValueError):
+        return None
+    parts = sorted((run_dir / "judgments").glob("part-*.parquet"))
+    if status not in FINISHED or len(parts) < 2:
+        return None
+    schema = pa.unify_schemas([pq.read_schema(p) for p in parts])
+    new = run_dir / f".judgments-new-{os.getpid()}"
+    shutil.rmtree(new, ignore_errors=True)
+    new.mkdir()
+    try:
+        with pq.ParquetWriter(new / "part-00000.parquet", schema,
+                              **parquet_options(schema)) as out:
+            for part in parts:  # one part in memory at a time
+                table = pq.read_table(part)
+                for name in schema.names:
+                    if name not in table.schema.names:
+                        table = table.append_column(
+                            schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
+                out.write_table(table.select(schema.names).cast(schema))
+        old = run_dir / f".judgments-old-{os.getpid()}"
+        if _exchange(new, run_dir / "judgments"):
+            shutil.rmtree(new)  # (now the old parts)
+        else:
+            os.replace(run_dir / "judgments", old)
+            os.replace(new, run_dir / "judgments")
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    return len(parts)
+
+
+def main(args: argparse.Namespace) -> int:
+    runs_dir = Path(args.runs_dir)
+    if args.runs:
+        dirs = [find_run(ref, runs_dir, "compact") for ref in args.runs]
+    else:
+        dirs = sorted(p.parent for p in runs_dir.glob("*/*/manifest.json"))
+    merged = files = 0
+    for run_dir in dirs:
+        n = compact_run(run_dir)
+        if n:
+            merged += 1
+            files += n
+    print(f"compacted {merged} of {len(dirs)} runs: {files} judgment parts into {merged} files")
+    return 0
