@@ -12,6 +12,8 @@ from pathlib import Path
 
 from evalkit.errors import ConfigError
 
+__all__ = ["add_arguments", "main", "plugin_files", "starter_files", "write"]
+
 # the keys a first line often uses for what evalkit calls input and output
 _GUESSES = {"output": ("output", "response", "completion", "answer", "generation", "text"),
             "input": ("input", "prompt", "question", "query", "messages")}

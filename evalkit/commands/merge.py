@@ -20,6 +20,8 @@ from typing import Any
 from evalkit.commands._runs import find_run
 from evalkit.errors import ConfigError, EvalkitError
 
+__all__ = ["add_arguments", "main", "merge"]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", help="the shard runs (ids or run directories): "

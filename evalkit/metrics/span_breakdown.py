@@ -16,6 +16,8 @@ import orjson
 from evalkit.metrics._signals import metric_row
 from evalkit.plugin import Metric
 
+__all__ = ["GROUPINGS", "record_spans", "SpanBreakdownConfig", "SpanBreakdownMetric"]
+
 GROUPINGS = ("type", "name")
 
 

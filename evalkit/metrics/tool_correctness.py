@@ -21,6 +21,8 @@ from evalkit.metrics._signals import SliceConfig, metric_row
 from evalkit.metrics._stats import mean_ci, slice_sql
 from evalkit.plugin import Metric
 
+__all__ = ["tool_calls", "ToolCorrectnessConfig", "ToolCorrectnessMetric"]
+
 
 @dataclass(frozen=True)
 class ToolCorrectnessConfig(SliceConfig):

@@ -12,6 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+__all__ = ["unmatched_fields", "warn"]
+
 
 def unmatched_fields(source: Any, table: pa.Table) -> list[str]:
     """A warning for each ``source.fields`` entry whose record column is null in every row of

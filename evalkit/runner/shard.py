@@ -15,6 +15,8 @@ import pyarrow as pa
 from evalkit.errors import ConfigError
 from evalkit.plugin import ImportedScores, Reject, SourceItem
 
+__all__ = ["parse_shard", "shard_of", "sharded"]
+
 
 def parse_shard(value: object) -> tuple[int, int] | None:
     """``"i/n"`` as ``(i, n)``; a one-line error naming the fix for anything else."""

@@ -20,6 +20,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "LIMITS_DIR", "MAX_METRICS", "SWEEP_ID", "SWEEP_STATUS", "current_job", "finish",
+    "is_multirun", "jobs", "note", "start",
+]
+
 SWEEP_ID = "EVALKIT_SWEEP_ID"
 SWEEP_STATUS = "EVALKIT_SWEEP_STATUS"
 # the judges' limits shared by the sweep's processes (evalkit/judges/llm/_sharedlimit.py)

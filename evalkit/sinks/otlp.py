@@ -30,6 +30,11 @@ from typing import Any
 from evalkit.errors import EvalkitError
 from evalkit.plugin import Sink
 
+__all__ = [
+    "EVENT_NAME", "FILE_NAME", "event_attributes", "otlp_json", "OtlpSink", "OtlpSinkConfig",
+    "parent_ids",
+]
+
 EVENT_NAME = "gen_ai.evaluation.result"
 FILE_NAME = Path("otlp") / "evaluations.jsonl"
 _EXPLANATION_LIMIT = 4_000  # characters of an explanation sent (dashboards show a line)

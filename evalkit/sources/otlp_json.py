@@ -29,6 +29,11 @@ from evalkit.plugin import Reject, Source, SourceItem
 from evalkit.results.schemas import RECORDS, conform, json_text
 from evalkit.sources._json_lines import MAX_LINE_BYTES, json_lines
 
+__all__ = [
+    "EXCLUDED_BY", "GENAI_OPERATIONS", "any_value", "attributes", "is_genai_call",
+    "OtlpJsonConfig", "OtlpJsonSource", "span_record", "span_type",
+]
+
 GENAI_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings")
 EXCLUDED_BY = "non_genai_span"
 # attributes kept as record columns or content, not repeated in metadata.attributes

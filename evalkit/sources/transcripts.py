@@ -30,6 +30,11 @@ from evalkit.plugin import Reject, Source, SourceItem
 from evalkit.results.schemas import RECORDS, conform, json_text
 from evalkit.sources._json_lines import MAX_LINE_BYTES, Line, json_lines
 
+__all__ = [
+    "FORMATS", "SIDECHAINS", "claude_turns", "openai_turns", "Parsed", "session_files", "ToolCall",
+    "TranscriptsConfig", "TranscriptsSource", "Turn", "turn_record",
+]
+
 FORMATS = ("auto", "claude_code", "openai")
 SIDECHAINS = ("separate", "skip")
 # what a turn's input may begin with when Claude Code wrote it, not the user
