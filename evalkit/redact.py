@@ -210,12 +210,18 @@ def _hidden(arg: str, key: str, value: str, named: bool, secrets: list[str]) -> 
         return arg  # Hydra reports the bad override itself (it is not written anywhere)
     held = parsed.value()
     elements = held.list if isinstance(held, ChoiceSweep) else [held]
-    if not all(isinstance(e, str) for e in elements):
-        if not named:
-            return arg
-        elements = [str(e) for e in elements]  # a number under a secret name: hidden too
+    if not all(isinstance(e, (str, int, float)) or e is None for e in elements):
+        return arg  # a list or a mapping: Hydra's own syntax, left as written
     shown = []
     for element in elements:
+        if element is None:
+            shown.append("null")
+            continue
+        if not isinstance(element, str):
+            if not named:
+                shown.append(Override._get_value_element_as_str(element))
+                continue
+            element = str(element)  # a number under a secret name: hidden too
         if element.startswith("${") or not (named or mask(element, secrets) != element):
             shown.append(element if element.startswith("${")
                          else Override._get_value_element_as_str(element))

@@ -83,6 +83,7 @@ def test_secret_overrides_go_through_the_environment():
     env = os.environ
     assert env["EVALKIT_SECRET_OVERRIDE_0"] == "https://u:k-123456@h1/v1"
     assert mask("abc123456") == REDACTED  # any length: it was a secret override
+    assert hide_secret_overrides(["+judges.h.api_key=null"]) == ["+judges.h.api_key=null"]
 
 
 def test_a_query_string_stays_after_the_path():
