@@ -12,7 +12,7 @@ import os
 import shutil
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -337,37 +337,47 @@ class JsonlSource(Source):
         for chunk, (table, kept, rejects, imported) in self._mapped():
             for where, reason, raw in chunk.notes:
                 yield Reject(where, reason, raw)
-            yield from rejects
+            duplicates: list[Reject] = []
             if table is not None:
-                table, imported, duplicates = self._admit(table, kept, imported, seen, chunk)
-                yield from duplicates
+                table, imported, duplicates, moved = self._admit(table, kept, imported, seen,
+                                                                 chunk)
+                if moved:  # a duplicate within the chunk names the earlier chunk's line
+                    rejects = [replace(r, reason=moved.get(r.reason, r.reason))
+                               for r in rejects]
+            yield from rejects
+            yield from duplicates
             for scores in imported:
                 yield ImportedScores(scores)
             if table is not None and table.num_rows:
                 yield table
 
     def _admit(self, table: pa.Table, kept: Sequence[int], imported: list[pa.Table],
-               seen: SeenIds, chunk: Chunk) -> tuple[pa.Table, list[pa.Table], list[Reject]]:
+               seen: SeenIds, chunk: Chunk
+               ) -> tuple[pa.Table, list[pa.Table], list[Reject], dict[str, str]]:
         """The rows of a chunk whose ids no earlier chunk had (and those rows' imports); the
-        others are rejected as duplicates, as within a chunk."""
+        others are rejected as duplicates, as within a chunk. Also: the reason a duplicate
+        within the chunk was given (first seen at a line rejected here) -> the reason naming
+        the line where the id was first seen, as a plain line-by-line read gives it."""
         ids, index = table.column("record_id").to_pylist(), chunk.index
         ref: FileRef = (str(self.paths[index]), self.paths[index].name)
         if seen.add_new(ids, zip(repeat(ref), kept)):  # the usual chunk: one set update
-            return table, imported, []
+            return table, imported, [], {}
         first = seen.first_met()
         keep, dups, lines = [], [], _chunk_bytes(self.paths[index], chunk).split(b"\n")
-        rejects = []
+        rejects, moved = [], {}
         for rid, line in zip(ids, kept, strict=True):  # (no id twice within a chunk)
             earlier = first.get(rid)
             keep.append(earlier is None)
             if earlier is None:
                 continue
             dups.append(rid)
-            rejects.append(Reject(location((ref, line)), duplicate_id(rid, location(earlier)),
+            reason = duplicate_id(rid, location(earlier))
+            rejects.append(Reject(location((ref, line)), reason,
                                   json_text(orjson.loads(lines[line - chunk.first]))))
+            moved[duplicate_id(rid, location((ref, line)))] = reason
         seen.record([r for r, k in zip(ids, keep, strict=True) if k],
                     [(ref, line) for line, k in zip(kept, keep, strict=True) if k])
         gone = pa.array(dups, pa.string())
         imported = [t.filter(pc.invert(pc.is_in(t.column("record_id"), value_set=gone)))
                     for t in imported]
-        return table.filter(pa.array(keep)), imported, rejects
+        return table.filter(pa.array(keep)), imported, rejects, moved

@@ -25,9 +25,10 @@ def context(tmp: Path) -> RunContext:
                       cache_dir=tmp / "cache")
 
 
-def _line(reject: dict[str, Any]) -> tuple[str, int]:
+def _line(reject: dict[str, Any]) -> tuple[str, int, str]:
+    """File order (and for two rejects at one line, as damaged data can give: by reason)."""
     where, line = reject["location"].rsplit(":", 1)
-    return where, int(line)
+    return where, int(line), reject["reason"]
 
 
 def _collect(items: Iterable[SourceItem]) -> Read:

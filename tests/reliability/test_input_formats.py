@@ -229,3 +229,15 @@ def test_integers_orjson_cannot_hold_read_as_the_plain_reader_does(tmp_path: Pat
                                                  for r in rows))
     for options in ({}, {"record_id": "id"}):
         read_jsonl_checked(path, tmp_path, batch_size=2, **options)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_id_met_again_twice_in_a_later_chunk_names_its_first_line(tmp_path: Path,
+                                                                     workers: int) -> None:
+    """Found by the gzip soak: the third 'x' (line 6) was said to be first seen at line 4,
+    itself a duplicate of line 2 in the chunk before."""
+    rows = [{"id": i} for i in ("a", "x", "b", "x", "c", "x")]
+    path = _write(tmp_path / "a.jsonl", b"".join(json.dumps(r).encode() + b"\n" for r in rows))
+    _, rejects, _ = read_jsonl_checked(path, tmp_path, record_id="id", batch_size=3,
+                                       workers=workers)
+    assert [r["reason"].rsplit(":", 1)[1] for r in rejects] == ["2)", "2)"]
