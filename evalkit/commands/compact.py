@@ -23,6 +23,8 @@ from pathlib import Path
 
 from evalkit.commands._runs import find_run
 
+__all__ = ["FINISHED", "add_arguments", "compact_run", "main"]
+
 FINISHED = ("ok", "failed", "dry_run")
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
