@@ -15,11 +15,14 @@ from tests.conftest import run_cli, run_dirs
 pytestmark = pytest.mark.e2e  # runs evalkit end to end
 
 
-def test_a_joblib_sweep_keeps_the_good_jobs_and_names_the_failed_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher", [["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+                                      ["hydra/launcher=submitit_local"]],
+                         ids=["joblib", "submitit_local"])
+def test_a_parallel_sweep_keeps_the_good_jobs_and_names_the_failed_one(
+        tmp_path: Path, launcher: list[str]) -> None:
     proc = run_cli("run", "-m", "+experiment=quickstart",
-                   "judges.prompt_echo.threshold=0.5,abc,0.9", "hydra/launcher=joblib",
-                   "hydra.launcher.n_jobs=2", "runner.summary=false", cwd=tmp_path,
-                   check=False)
+                   "judges.prompt_echo.threshold=0.5,abc,0.9", *launcher,
+                   "runner.summary=false", cwd=tmp_path, check=False)
     assert proc.returncode == 2, proc.stderr  # the failed job's own exit code (a config error)
     dirs = run_dirs(tmp_path, "quickstart")
     assert len(dirs) == 2  # jobs 0 and 2 both finished
