@@ -4,7 +4,7 @@ a string that holds JSON parses it, since fields are often logged as JSON text."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -81,3 +81,24 @@ def parse_json(text: str | None, unwrap: bool = True) -> tuple[bool, Any]:
         except orjson.JSONDecodeError:
             pass
     return True, value
+
+
+def path_list(paths: str | Sequence[str]) -> list[str]:
+    """A mapped field's paths: one dotted path, or its fallbacks in order."""
+    return [paths] if isinstance(paths, str) else list(paths)
+
+
+def fallback_getter(paths: str | Sequence[str]) -> Getter:
+    """A getter of ``paths`` (one dotted path, or fallbacks): a row's first non-null value."""
+    getters = [getter(p) for p in path_list(paths)]
+    if len(getters) == 1:
+        return getters[0]
+
+    def first(obj: Any) -> Any:
+        for get in getters:
+            value = get(obj)
+            if value is not None:
+                return value
+        return None
+
+    return first

@@ -46,7 +46,7 @@ from evalkit.langfuse_client import (
     refuse_keys_in_config,
     resolve_host,
 )
-from evalkit.paths import getter
+from evalkit.paths import fallback_getter, path_list
 from evalkit.plugin import ImportedScores, Reject, Source, SourceItem
 from evalkit.results.schemas import RECORDS, json_text
 from evalkit.sources._mapping import MAPPABLE, coercer
@@ -90,7 +90,8 @@ class LangfuseSourceConfig:
     score_names: list[str] = field(default_factory=list)  # only these score names; []: all
     resolve_score_targets: bool = True  # fetch by id observations scores point at but lists miss
     resolve_retry_s: float = 5.0  # wait this long and look again for ids not found (lag)
-    fields: dict[str, str] = field(default_factory=dict)  # record column -> path in the object
+    # record column -> path in the object, or a list of paths: the first non-null one wins
+    fields: dict[str, Any] = field(default_factory=dict)
     expand_metadata: list[str] = field(default_factory=list)  # v4: metadata keys kept whole
     trace_context: bool = True  # v3: look up each observation's trace (session, user, tags)
     page_size: int | None = None  # items per request; default the endpoint's maximum
@@ -132,10 +133,19 @@ class LangfuseSourceConfig:
             raise ValueError("workers: must be 0 (map pages in the reader) or more")
         if self.last_days <= 0:
             raise ValueError("last_days: must be positive")
-        for col in self.fields:
+        for col, paths in self.fields.items():
             if col not in MAPPABLE:
                 raise ValueError(f"fields.{col}: not a record column; record columns: "
                                  f"{', '.join(MAPPABLE)}")
+            if not (isinstance(paths, str) and paths) and not (
+                    isinstance(paths, list) and paths and
+                    all(isinstance(p, str) and p for p in paths)):
+                raise ValueError(f"fields.{col}: {paths!r} is not a dotted path or a list of "
+                                 "them (fallbacks, first non-null wins)")
+
+    def field_paths(self) -> list[str]:
+        """Every path the custom ``fields`` read (their fallbacks too)."""
+        return [p for paths in self.fields.values() for p in path_list(paths)]
 
 
 def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -334,7 +344,7 @@ class _Reader:
         self.buffered = 0
         self.state: ReadState | None = None
         # custom `fields` are coerced as the file sources coerce theirs
-        self.custom = [(col, getter(path), coercer(RECORDS.field(col).type))
+        self.custom = [(col, fallback_getter(path), coercer(RECORDS.field(col).type))
                        for col, path in self.cfg.fields.items()]
         self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,
                        "scores_read": 0, "scores_imported": 0, "scores_out_of_scope": 0,
@@ -500,7 +510,7 @@ class _Reader:
         cfg = self.cfg
         params: dict[str, Any] = {}
         if v2:  # v2 truncates metadata values to 200 characters unless named here
-            params = {"fields": mapping.v2_fields(cfg.fields.values()),
+            params = {"fields": mapping.v2_fields(cfg.field_paths()),
                       "expandMetadata": ",".join(cfg.expand_metadata) or None}
         if not cfg.tags:
             params.update({"type": obs_type, "name": cfg.name, "userId": cfg.user_id,
@@ -876,7 +886,7 @@ class _Reader:
         if self.src.api == "v4":
             async def batch(chunk: list[str]) -> None:
                 body = await client.get(f"{_P}/v2/observations", {
-                    "fields": mapping.v2_fields(self.cfg.fields.values()), "limit": len(chunk),
+                    "fields": mapping.v2_fields(self.cfg.field_paths()), "limit": len(chunk),
                     "expandMetadata": ",".join(self.cfg.expand_metadata) or None,
                     "filter": json.dumps([{"type": "stringOptions", "column": "id",
                                            "operator": "any of", "value": chunk}])})

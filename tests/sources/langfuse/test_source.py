@@ -254,6 +254,19 @@ def test_custom_fields(fake: FakeLangfuse, tmp_path: Path) -> None:
             assert rec["final_output"].startswith("Here is the answer")
 
 
+def test_custom_fields_with_fallback_paths(fake_v4: FakeLangfuse, tmp_path: Path) -> None:
+    """A custom field may list paths: a record's first non-null value wins; a time path among
+    the fallbacks asks v2 for the time group."""
+    records = read_all(tmp_path, import_scores=False,
+                       fields={"reference": ["metadata.absent", "metadata.tenant"],
+                               "final_output": ["nothing.here", "updatedAt"]}).by_id()
+    assert records and all(r["reference"] == "acme" for r in records.values())
+    assert all(r["final_output"] for r in records.values())
+    groups = [set(q["fields"].split(",")) for _, p, q in fake_v4.requests
+              if p == "/api/public/v2/observations"]
+    assert groups and all("time" in g for g in groups)
+
+
 def test_time_fields_only_when_a_custom_field_reads_them(fake_v4: FakeLangfuse,
                                                          tmp_path: Path) -> None:
     def groups() -> list[set[str]]:
