@@ -381,8 +381,9 @@ def openai_turns(messages: list[Any], limit: int) -> tuple[list[Turn], list[str]
 
 def turn_record(turn: Turn, *, session_id: str, index: int, source: str, fmt: str,
                 file: str, sidechain: bool, model: str | None = None,
-                extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The record of one turn."""
+                extra: dict[str, Any] | None = None, agent: str | None = None
+                ) -> dict[str, Any]:
+    """The record of one turn (``agent``: the sub-agent whose file a sidechain came from)."""
     answer = [t for pos, t in turn.texts if pos > turn.results_at and t.strip()]
     output = "\n\n".join(answer) if answer else None
     calls = [*turn.calls, *turn.orphans]
@@ -426,7 +427,7 @@ def turn_record(turn: Turn, *, session_id: str, index: int, source: str, fmt: st
     if turn.first_line is not None and fmt == "claude_code":
         metadata["line"] = turn.first_line
     metadata.update(extra or {})
-    side = ":side" if sidechain else ""
+    side = (f":{agent}" if agent else ":side") if sidechain else ""
     return {
         "record_id": f"{session_id}{side}:{index}", "source": source, "session_id": session_id,
         "observation_id": turn.message_ids[-1] if turn.message_ids and fmt == "claude_code"
@@ -605,7 +606,11 @@ class TranscriptsSource(Source):
                          "log (an OpenAI conversation file needs a 'messages' list per line; "
                          "set source.format when auto-detection guesses wrong)")
             return
-        sid = parsed.session_id or path.name.split(".")[0]
+        stem = path.name.split(".")[0]
+        sid = parsed.session_id or stem
+        # a sub-agent's own file (Claude Code 2.1+: <session>/subagents/agent-<id>.jsonl: only
+        # sidechain events, with the parent's session id): its turns go by the file's name
+        agent = stem if stem != sid and not parsed.main and parsed.side else None
         chains = [(False, parsed.main)]
         if cfg.sidechains == "separate":
             chains.append((True, parsed.side))
@@ -622,7 +627,7 @@ class TranscriptsSource(Source):
                     continue
                 yield turn_record(turn, session_id=sid, index=index, source=self.name,
                                   fmt="claude_code", file=str(path), sidechain=side,
-                                  extra=parsed.meta)
+                                  extra=parsed.meta, agent=agent)
                 index += 1
 
     def _openai(self, path: Path) -> Iterator[dict[str, Any] | Reject]:

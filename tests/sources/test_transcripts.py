@@ -354,3 +354,18 @@ def test_a_session_met_twice_is_rejected_not_duplicated(ctx, tmp_path):
     assert sorted(r["location"].rsplit("/", 1)[1] for r in ctx.rejects) == [
         "convs.jsonl:2", "two.jsonl:1"]
     assert all("duplicate turn" in r["reason"] for r in ctx.rejects)
+
+
+def test_sub_agents_in_files_of_their_own(ctx, tmp_path):
+    """Claude Code 2.1+ writes each sub-agent to <session>/subagents/agent-<id>.jsonl with the
+    parent's session id: each file's turns are records of their own."""
+    Log().user("Find it.").assistant(tool("t1", "Task", prompt="a")).results(
+        ("t1", "found", False)).assistant(text("Found.")).write(tmp_path / f"{SID}.jsonl")
+    (tmp_path / SID / "subagents").mkdir(parents=True)
+    for agent in ("agent-a1", "agent-b2"):
+        Log().user("a", side=True).assistant(text(f"{agent} done"), side=True).write(
+            tmp_path / SID / "subagents" / f"{agent}.jsonl")
+    rows = records(ctx, tmp_path)
+    assert sorted(r["record_id"] for r in rows) == [
+        f"{SID}:0", f"{SID}:agent-a1:0", f"{SID}:agent-b2:0"]
+    assert not ctx.rejects
