@@ -17,7 +17,7 @@ from typing import Any
 
 from evalkit._http import backoff_seconds
 from evalkit.errors import ConfigError, EvalkitError
-from evalkit.judges.llm._cache import ResponseCache, cache_key, flush_all
+from evalkit.judges.llm._cache import ResponseCache, cache_key
 from evalkit.judges.llm._parse import ParseError
 from evalkit.judges.llm._pricing import call_cost, token_prices
 from evalkit.judges.llm._prompt import approx_tokens
@@ -190,7 +190,6 @@ class Engine:
         finally:
             self._users -= 1
             if self._users == 0:
-                flush_all()
                 if self._transport is not None:
                     await self._transport.aclose()
 
