@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from evalkit.checks import check_one_of
+from evalkit.checks import check_one_of, check_unit_interval
 from evalkit.errors import ConfigError
 from evalkit.redact import mask_override, mask_tree, register_tree
 from evalkit.registry import registry
@@ -32,6 +32,7 @@ OPERATORS = (">", ">=", "<", "<=", "==", "!=")
 class RunnerConfig:
     runs_dir: str = "runs"  # where run directories go, relative to the working directory
     run_id: str | None = None  # default: a timestamp plus a random suffix
+    resume: str | None = None  # finish this killed, failed or interrupted run (same config)
     batch_size: int = 50_000  # records per batch through filters and judges
     dry_run: bool = False  # count and price judge calls without making any
     fail_on: str | None = None  # exit non-zero when an alert of this severity (or worse) fires
@@ -40,12 +41,17 @@ class RunnerConfig:
     summary_slices: bool = False  # show per-slice metric rows in the summary too
     report: bool = False  # write report.html (+ .md, .junit.xml) into the run directory
     report_n_boot: int = 200  # a sweep's page: paired resamples of compare's verdicts (0: none)
+    # fail the run (exit 4) when a judge's share of error judgments among the records it
+    # judged is above this; null: never
+    max_judge_error_rate: float | None = 0.1
 
     def validate(self) -> None:
         if self.fail_on is not None:
             check_one_of(self.fail_on, SEVERITIES, "fail_on")
         if self.report_n_boot < 0:
             raise ValueError(f"report_n_boot: must be 0 or more, got {self.report_n_boot}")
+        if self.max_judge_error_rate is not None:
+            check_unit_interval(self.max_judge_error_rate, "max_judge_error_rate")
 
 
 @dataclass(frozen=True)

@@ -32,3 +32,9 @@ class RunFailed(EvalkitError):
     """The run finished but an alert at or above ``runner.fail_on`` fired."""
 
     exit_code = 3
+
+
+class RunInterrupted(EvalkitError):
+    """The user stopped the run (Ctrl-C); it is marked ``interrupted`` and can be resumed."""
+
+    exit_code = 130

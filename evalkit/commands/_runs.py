@@ -5,20 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.errors import EvalkitError
+from evalkit.results.runs import FINISHED, read_manifest
 
 
-def find_run(ref: str, runs_dir: Path, command: str) -> Path:
+def find_run(ref: str, runs_dir: Path, command: str, unfinished: bool = False) -> Path:
     """The run directory named by ``ref``: a path holding ``manifest.json``, a run id under
-    ``runs_dir/<experiment>/``, or ``latest`` (the run that finished last). Errors start
-    with ``command`` (``push``, ``compare``)."""
+    ``runs_dir/<experiment>/``, or ``latest`` (the run that finished last); a finished
+    (``ok``) run unless ``unfinished``. Errors start with ``command`` (``push``,
+    ``compare``)."""
     path = Path(ref)
     if (path / "manifest.json").is_file():
-        return path
+        return _finished(path, command, unfinished)
     if ref == "latest":
         return latest_run(runs_dir, command)
     hits = sorted(p.parent for p in runs_dir.glob(f"*/{ref}/manifest.json"))
     if len(hits) == 1:
-        return hits[0]
+        return _finished(hits[0], command, unfinished)
     if len(hits) > 1:
         raise EvalkitError(f"{command}: run id '{ref}' is in several experiments "
                            f"({', '.join(str(h) for h in hits)}); pass the run directory")
@@ -45,3 +47,12 @@ def latest_run(runs_dir: Path, command: str) -> Path:
                            "experiment first (evalkit run +experiment=quickstart) or pass "
                            "--runs-dir")
     return best[2]
+
+
+def _finished(run_dir: Path, command: str, unfinished: bool) -> Path:
+    status = (read_manifest(run_dir) or {}).get("status")
+    if unfinished or status == FINISHED:
+        return run_dir
+    raise EvalkitError(f"{command}: run {run_dir} is '{status}', not finished: its tables may "
+                       f"be partial; finish it with: evalkit run ... --resume {run_dir.name} "
+                       "(or pass --all-runs to use it as it is)")

@@ -248,8 +248,8 @@ def main(args: argparse.Namespace) -> int:
         raise EvalkitError("compare: --n-boot must be 0 or more")
     if not 0.0 < args.confidence < 1.0:
         raise EvalkitError("compare: --confidence must be within (0, 1)")
-    run_a = find_run(args.run_a, runs_dir, "compare")
-    run_b = find_run(args.run_b, runs_dir, "compare")
+    run_a = find_run(args.run_a, runs_dir, "compare", unfinished=True)
+    run_b = find_run(args.run_b, runs_dir, "compare", unfinished=True)
     rows = compare(run_a, run_b, args.n_boot, args.seed, args.confidence, args.metric)
     fmt = chosen_format(args.format, args.out)
     if fmt in ("table", "vertical"):

@@ -15,6 +15,8 @@ __all__ = ["add_arguments", "main"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="a run id (searched under --runs-dir) or a run directory")
+    parser.add_argument("--all-runs", action="store_true",
+                        help="push a run that did not finish (running, failed, interrupted)")
     parser.add_argument("--to", required=True, metavar="SINK",
                         help="the sink plugin to push to (e.g. langfuse; see `evalkit plugins`)")
     parser.add_argument("--runs-dir", default="runs", help="the runs directory (default: runs)")
@@ -39,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.errors import PluginError
     from evalkit.registry import registry
 
-    run_dir = find_run(args.run, Path(args.runs_dir), "push")
+    run_dir = find_run(args.run, Path(args.runs_dir), "push", unfinished=args.all_runs)
     try:
         cls = registry().get("sinks", args.to)
     except PluginError as exc:

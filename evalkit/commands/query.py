@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_format_arguments(parser)
     parser.add_argument("--max-rows", type=int, default=50,
                         help="rows shown in table format (default: 50)")
+    parser.add_argument("--all-runs", action="store_true",
+                        help="read the tables of unfinished runs too (running, failed, "
+                        "interrupted; see the runs table's status)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -40,9 +43,9 @@ def main(args: argparse.Namespace) -> int:
     if args.run is not None:
         from evalkit.commands._runs import find_run
 
-        run = find_run(args.run, runs_dir, "query")
+        run = find_run(args.run, runs_dir, "query", unfinished=args.all_runs)
         runs_dir = run.resolve().parent.parent
-    con = connect(runs_dir, run=run)
+    con = connect(runs_dir, run=run, include_unfinished=args.all_runs)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 

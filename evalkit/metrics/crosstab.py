@@ -89,7 +89,9 @@ class CrosstabMetric(Metric):
             where.append("r.excluded_by IS NULL")
         if where:
             sql += " WHERE " + " AND ".join(where)
-        return con.execute(sql, params).to_arrow_table()
+        # a join's rows come in no set order: the slices' order and the bootstrap resamples
+        # would change from one run of the same input to the next
+        return con.execute(sql + " ORDER BY r.record_id", params).to_arrow_table()
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         """The crosstab's rows."""

@@ -20,13 +20,13 @@ goes through the same check, and results come back as data, never as DuckDB rela
 
 from __future__ import annotations
 
-import glob
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalkit.errors import QueryError
 from evalkit.results.columns import empty_select_sql, sql_literal
+from evalkit.results.runs import FINISHED, TABLE_FILES, list_runs, table_files
 
 if TYPE_CHECKING:
     import duckdb
@@ -35,15 +35,6 @@ __all__ = [
     "READ_TABLE_FUNCTIONS", "RUNS_COLUMNS", "check_read_only", "connect", "QueryResult",
     "ReadOnlyConnection", "run_query",
 ]
-
-# where each table lives inside runs/<experiment>/<run_id>/
-_FILES = {
-    "records": "*/*/records.parquet",
-    "judgments": "*/*/judgments/*.parquet",
-    "metrics": "*/*/metrics.parquet",
-    "alerts": "*/*/alerts.parquet",
-    "rejects": "*/*/rejects.parquet",
-}
 
 # the flat part of manifest.json, one row per run
 RUNS_COLUMNS = {
@@ -68,11 +59,16 @@ RUNS_COLUMNS = {
 
 
 def connect(runs_dir: str | os.PathLike[str] = "runs",
-            run: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
+            run: str | os.PathLike[str] | None = None, include_unfinished: bool = False
+            ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with views ``runs``, ``records``, ``judgments``,
     ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir`` (or over
     ``run`` only, a run directory under it), and ``latest``: the ``runs`` row of the run
     that finished last.
+
+    ``runs`` lists every run with its ``status`` (``running``, ``ok``, ``failed``,
+    ``interrupted``); the other views hold the rows of finished (``ok``) runs only, unless
+    ``include_unfinished``: a killed or failed run's parts are never read as data.
 
     The connection can read only ``runs_dir``: file access elsewhere is disabled and the
     settings are locked, so ``read_csv('/etc/passwd')`` fails. It is the raw connection:
@@ -81,24 +77,28 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
     import duckdb
 
     root = Path(runs_dir).resolve()
-    where = "*/*"  # runs/<experiment>/<run_id>/
+    listed_runs = list_runs(root)
     if run is not None:
-        where = Path(run).resolve().relative_to(root).as_posix()
+        one = root / Path(run).resolve().relative_to(root)
+        listed_runs = [(d, status) for d, status in listed_runs if d == one]
     con = duckdb.connect(config=dict(_SETTINGS))
     con.execute("SET allowed_directories = ?", [[str(root) + os.sep]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
-    for name, pattern in _FILES.items():
-        path = str(root / pattern.replace("*/*", where, 1))
-        if glob.glob(path):
-            sql = f"SELECT * FROM read_parquet({sql_literal(path)}, union_by_name=true)"
+    every = [d for d, _ in listed_runs]
+    shown = [d for d, status in listed_runs if include_unfinished or status == FINISHED]
+    for name in TABLE_FILES:
+        files = table_files(shown, name)
+        if files:
+            listed = ", ".join(sql_literal(str(p)) for p in files)
+            sql = f"SELECT * FROM read_parquet([{listed}], union_by_name=true)"
         else:
             sql = empty_select_sql(name)
         _create_view(con, name, sql, root)
-    manifests = str(root / where / "manifest.json")
     cols = ", ".join(f"{k}: {sql_literal(v)}" for k, v in RUNS_COLUMNS.items())
-    if glob.glob(manifests):
-        sql = f"SELECT * FROM read_json({sql_literal(manifests)}, columns={{{cols}}})"
+    if every:
+        manifests = ", ".join(sql_literal(str(d / "manifest.json")) for d in every)
+        sql = f"SELECT * FROM read_json([{manifests}], columns={{{cols}}})"
     else:
         sql = "SELECT " + ", ".join(
             f'CAST(NULL AS {t}) AS "{k}"' for k, t in RUNS_COLUMNS.items()

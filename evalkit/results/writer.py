@@ -1,19 +1,26 @@
 """Writes one run directory. Every file is written under a temporary name and renamed into
-place, so a reader (or a crash) never sees a partial file."""
+place, so a reader (or a crash) never sees a partial file. Each judged batch is noted in
+``.progress`` once its judgment parts are written, so a resumed run keeps those parts (see
+:class:`Progress`)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from evalkit._faults import point
+from evalkit.errors import EvalkitError
 from evalkit.redact import mask_tree
 from evalkit.results.columns import empty_select_sql, sql_literal
 from evalkit.results.schemas import RECORDS, TABLES, conform
@@ -73,12 +80,68 @@ def write_json(data: Any, path: Path) -> None:
         tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+PROGRESS = ".progress"
+
+
+@dataclass
+class Progress:
+    """The batches a run judged and wrote, one line each in ``.progress``: a digest of the
+    batch's record ids and the number of judgment parts written once it was done. A line is
+    appended after the batch's parts are in place, so a part past the last line belongs to a
+    batch that was not finished; a line cut short by a crash is ignored."""
+
+    batches: list[tuple[str, int]] = field(default_factory=list)  # (ids digest, parts)
+
+    @property
+    def parts(self) -> int:
+        return self.batches[-1][1] if self.batches else 0
+
+    @classmethod
+    def read(cls, run_dir: Path) -> Progress:
+        progress = cls()
+        try:
+            text = (run_dir / PROGRESS).read_text()
+        except FileNotFoundError:
+            return progress
+        for line in text.split("\n")[:-1]:  # the last piece is "" or a line cut short
+            digest, _, parts = line.partition(" ")
+            if not parts.isdigit():
+                break
+            progress.batches.append((digest, int(parts)))
+        return progress
+
+    def write(self, run_dir: Path) -> None:
+        """Replace ``.progress`` with these lines (none: remove it)."""
+        if not self.batches:
+            with contextlib.suppress(FileNotFoundError):
+                (run_dir / PROGRESS).unlink()
+            return
+        with atomic_path(run_dir / PROGRESS) as tmp:
+            tmp.write_text("".join(f"{d} {n}\n" for d, n in self.batches))
+
+
+def ids_digest(ids: pa.ChunkedArray | pa.Array) -> str:
+    """A digest of a batch's record ids (their bytes and lengths, whatever the chunking)."""
+    data, lengths = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
+    chunks = ids.chunks if isinstance(ids, pa.ChunkedArray) else [ids]
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        chunk = chunk.cast(pa.string()) if chunk.type != pa.string() else chunk
+        _, offsets_buf, data_buf = chunk.buffers()
+        offsets = np.frombuffer(offsets_buf, np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]
+        lengths.update(np.diff(offsets).tobytes())
+        data.update(memoryview(data_buf)[offsets[0]:offsets[-1]])
+    return data.hexdigest() + lengths.hexdigest()
+
+
 class RunWriter:
     """The files of one run: ``records.parquet`` (streamed), ``judgments/part-*.parquet`` (one
-    part per batch, each complete on its own), ``metrics``, ``alerts``, ``rejects`` and
-    ``manifest.json``."""
+    part per batch and judge, each complete on its own), ``metrics``, ``alerts``, ``rejects``
+    and ``manifest.json``. Given the :class:`Progress` of a run being resumed, it keeps that
+    run's finished batches' parts (and counts them) and numbers its own parts after them."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, progress: Progress | None = None) -> None:
         self.run_dir = run_dir
         self.judgments_dir = run_dir / "judgments"
         self.judgments_dir.mkdir(parents=True, exist_ok=True)
@@ -93,6 +156,32 @@ class RunWriter:
         # judge -> error cause (judgments.error_cause; "other" when a judge gave none) -> count
         self.error_causes: dict[str, dict[str, int]] = {}
         self.judgments_cached: dict[str, int] = {}  # judge -> judgments served by the cache
+        self._progress = progress or Progress()
+        self.kept_batches = len(self._progress.batches)
+        for k in range(self._progress.parts):
+            self._add_kept(self.judgments_dir / f"part-{k:05d}.parquet")
+
+    def _add_kept(self, path: Path) -> None:
+        table = pq.read_table(path, columns=["judge", "status", "cost_usd", "origin",
+                                             "judge_model", "error_cause"])
+        self._parts += 1
+        self.n_judgments += table.num_rows
+        self._count(table)
+
+    def check_kept(self, index: int, ids: pa.ChunkedArray) -> None:
+        """Raise unless batch ``index``, read again, holds the records it held when its kept
+        judgments were written."""
+        if ids_digest(ids) != self._progress.batches[index][0]:
+            raise EvalkitError(f"runner.resume: the input changed since this run stopped "
+                               f"(batch {index + 1} holds other records than before); start "
+                               "a new run instead of resuming")
+
+    def end_batch(self, ids: pa.ChunkedArray) -> None:
+        """Note that the batch of records ``ids`` has all its judgment parts written."""
+        line = f"{ids_digest(ids)} {self._parts}\n"
+        with open(self.run_dir / PROGRESS, "a") as f:
+            f.write(line)
+        point("batch_done")
 
     def add_records(self, table: pa.Table) -> None:
         if self._records is None:
@@ -100,6 +189,7 @@ class RunWriter:
                                             **parquet_options(RECORDS))
         self._records.write_table(table)
         self.n_records += table.num_rows
+        point("records_written")
 
     def add_judgments(self, table: pa.Table) -> None:
         if not table.num_rows:
@@ -108,6 +198,7 @@ class RunWriter:
         self._parts += 1
         self.n_judgments += table.num_rows
         self._count(table)
+        point("judgment_part")
 
     def _count(self, table: pa.Table) -> None:
         """Add ``table``'s judgments to :attr:`judgment_stats` (what the manifest and the
@@ -147,6 +238,7 @@ class RunWriter:
         self._records.close()
         self._records = None
         os.replace(self._records_tmp, self._records_path)
+        point("records_finished")
 
     def write_table(self, name: str, table: pa.Table | list[dict[str, Any]]) -> pa.Table:
         table = conform(table, TABLES[name])
@@ -157,6 +249,11 @@ class RunWriter:
         # every string masked: an error message may quote a URL or a key (the config in it
         # is masked by name already)
         write_json(mask_tree(manifest, by_name=False), self.run_dir / "manifest.json")
+
+    def forget_progress(self) -> None:
+        """Remove ``.progress`` (the run is complete: nothing is left to resume)."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir / PROGRESS).unlink()
 
     def abort(self) -> None:
         """Remove whatever temporary file is still open after a failure."""

@@ -67,6 +67,9 @@ def _task(cfg: DictConfig) -> None:
             from evalkit.report._sweep import note_sweep_run
 
             note_sweep_run(result.run_dir)
+    except KeyboardInterrupt:  # before the run started (a run turns it into RunInterrupted)
+        print("evalkit: interrupted", file=sys.stderr)
+        sys.exit(130)
     except EvalkitError as exc:
         if os.environ.get("EVALKIT_FULL_ERROR"):
             raise
@@ -112,6 +115,7 @@ def main(argv: list[str]) -> None:
     except EvalkitError as exc:
         print(f"evalkit: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    argv = _take_resume(argv)
     register_resolvers()
     try:
         argv = plain_overrides(argv)
@@ -124,16 +128,37 @@ def main(argv: list[str]) -> None:
     sys.argv = ["evalkit run", *argv]
     from evalkit.runner import sweep
 
-    if not sweep.is_multirun(argv) or _SHOW_JOB_CONFIG:
-        _task()
-        return
-    status = sweep.start()
     try:
-        _task()
-    finally:
-        code = sweep.finish(status)
+        if not sweep.is_multirun(argv) or _SHOW_JOB_CONFIG:
+            _task()
+            return
+        status = sweep.start()
+        try:
+            _task()
+        finally:
+            code = sweep.finish(status)
+    except KeyboardInterrupt:  # while Hydra composes the config
+        print("evalkit: interrupted", file=sys.stderr)
+        sys.exit(130)
     if code:
         sys.exit(code)
+
+
+def _take_resume(argv: list[str]) -> list[str]:
+    """``--resume RUN`` (or ``--resume=RUN``) as the override ``runner.resume=RUN``."""
+    out: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--resume" or arg.startswith("--resume="):
+            run = arg.partition("=")[2] if "=" in arg else next(rest, "")
+            if not run or run.startswith("-"):
+                print("evalkit: error: --resume needs a run id (evalkit run ... --resume RUN)",
+                      file=sys.stderr)
+                sys.exit(2)
+            out = with_override(out, f"runner.resume={run}")
+        else:
+            out.append(arg)
+    return out
 
 
 _SHOW_JOB_CONFIG = False

@@ -223,7 +223,8 @@ class Judging:
             (os.cpu_count() or 1) > 1 and \
             all(plugin.thread_safe for plugin in plugins)
         self.pool: ThreadPoolExecutor | None = None
-        self.pending: tuple[Future[list[pa.Table]], list[pa.Table]] | None = None
+        self.pending: tuple[Future[list[pa.Table]], list[pa.Table],
+                            pa.ChunkedArray] | None = None
 
     def submit(self, records: pa.Table, imported: list[pa.Table]) -> None:
         """Judge ``records`` (then write ``imported``, the scores they carried)."""
@@ -231,22 +232,25 @@ class Judging:
             self.can_overlap = False
             if self.source.parses_beside:
                 self.pool = ThreadPoolExecutor(1, thread_name_prefix="evalkit-judges")
+        ids = records.column("record_id")
         if self.pool is None:
-            self._write(self.runner.run(records), imported)
+            self._write(self.runner.run(records), imported, ids)
             return
         self.finish()
-        self.pending = (self.pool.submit(self.runner.run, records), imported)
+        self.pending = (self.pool.submit(self.runner.run, records), imported, ids)
 
     def finish(self) -> None:
         """Write what the batch being judged gave (its judge's error is raised here)."""
         if self.pending is not None:
-            future, imported = self.pending
+            future, imported, ids = self.pending
             self.pending = None
-            self._write(future.result(), imported)
+            self._write(future.result(), imported, ids)
 
-    def _write(self, parts: list[pa.Table], imported: list[pa.Table]) -> None:
+    def _write(self, parts: list[pa.Table], imported: list[pa.Table],
+               ids: pa.ChunkedArray) -> None:
         for part in [*parts, *imported]:
             self.writer.add_judgments(part)
+        self.writer.end_batch(ids)  # (a resume keeps this batch's parts from here on)
 
     def close(self) -> None:
         """End the thread; after a failure, once the batch being judged is done (its

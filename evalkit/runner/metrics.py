@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from evalkit._faults import point
 from evalkit.config import PluginInstance
 from evalkit.context import RunContext
 from evalkit.plugin import Metric
@@ -34,6 +35,7 @@ def compute_metrics(plugins: list[tuple[PluginInstance, Metric]], ctx: RunContex
                     "higher_is_better": plugin.higher_is_better}
             table = conform(plugin.compute(cursor), METRICS, fill)
             timings[f"metric.{inst.name}"] = time.perf_counter() - t1
+            point("metric_computed")
             return table
 
         cores = os.cpu_count() or 1

@@ -4,10 +4,12 @@ for all), excluded ones get ``status='skipped'`` judgments that say why."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit._arrow import one_array, one_batch
+from evalkit._faults import point
 from evalkit.config import PluginInstance, RunConfig
 from evalkit.context import RunContext
-from evalkit.errors import EvalkitError
+from evalkit.errors import EvalkitError, RunInterrupted
 from evalkit.plugin import ImportedScores, Reject
 from evalkit.redact import mask
 from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
@@ -26,6 +29,7 @@ from evalkit.results.writer import RunWriter
 from evalkit.runner.alerts import evaluate_alerts, raise_on_fired
 from evalkit.runner.hints import unmatched_fields, warn
 from evalkit.runner.judging import JudgeRunner, Judging
+from evalkit.runner.lifecycle import Claim, claim, run_id_of
 from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
 from evalkit.runner.result import RunResult
@@ -106,39 +110,69 @@ def _push(sinks: list[tuple[PluginInstance, Any]], run_dir: Path) -> dict[str, A
 
 
 def execute(rc: RunConfig) -> RunResult:
-    """Run ``rc`` end to end; write the run directory; print the summary."""
-    from evalkit.runner.summary import print_summary
-
+    """Run ``rc`` end to end (or finish the run ``runner.resume`` names); write the run
+    directory; print the summary."""
     started = datetime.now(timezone.utc)
     t_start = time.perf_counter()
-    run_id = rc.runner.run_id or new_run_id()
+    run_id = run_id_of(rc) or new_run_id()
     runs_dir = Path(rc.runner.runs_dir)
     run_dir = runs_dir / rc.experiment / run_id
-    if (run_dir / "manifest.json").exists():
-        raise EvalkitError(f"runner.run_id: a run '{run_id}' already exists in {run_dir}; "
-                           "choose another run_id or leave it unset")
     cache_dir = Path(rc.runner.cache_dir or os.environ.get("EVALKIT_CACHE_DIR")
                      or Path.home() / ".cache" / "evalkit")
     ctx = RunContext(run_id=run_id, experiment=rc.experiment, run_dir=run_dir,
                      runs_dir=runs_dir, cache_dir=cache_dir, dry_run=rc.runner.dry_run)
     # plugins are built before the run directory exists: a bad path or setting leaves no trace
-    source = _make(rc.source, ctx)
-    filters = [(i, _make(i, ctx)) for i in rc.filters]
-    judges = [(i, _make(i, ctx)) for i in rc.judges]
-    sinks = [(i, _make(i, ctx)) for i in rc.sinks]
-    judge_runner = JudgeRunner(judges, run_id, rc.runner.dry_run)
-    writer = RunWriter(run_dir)
+    plugins = _Plugins(source=_make(rc.source, ctx),
+                       filters=[(i, _make(i, ctx)) for i in rc.filters],
+                       judges=[(i, _make(i, ctx)) for i in rc.judges],
+                       sinks=[(i, _make(i, ctx)) for i in rc.sinks])
+    run = claim(run_dir, run_id, rc)
+    finished = False
+    try:
+        result = _run(rc, ctx, plugins, run, started, t_start)
+        finished = True
+    except KeyboardInterrupt:
+        raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in {run_dir}; "
+                             f"finish it with: evalkit run ... --resume {run_id}") from None
+    finally:
+        run.release(finished)
+    raise_on_fired(result.alerts, rc.runner.fail_on)
+    return result
+
+
+@dataclass
+class _Plugins:
+    source: Any
+    filters: list[tuple[PluginInstance, Any]]
+    judges: list[tuple[PluginInstance, Any]]
+    sinks: list[tuple[PluginInstance, Any]]
+
+
+def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started: datetime,
+         t_start: float) -> RunResult:
+    from evalkit.runner.summary import print_summary
+
+    run_id, run_dir, source = ctx.run_id, ctx.run_dir, plugins.source
+    judge_runner = JudgeRunner(plugins.judges, run_id, rc.runner.dry_run)
+    writer = RunWriter(run_dir, run.progress)
     timings: dict[str, float] = {}
     manifest: dict[str, Any] = {
         "run_id": run_id, "experiment": rc.experiment, "status": "running",
-        "started_at": started.isoformat(), "overrides": rc.overrides,
-        "run_dir": str(run_dir), "config": rc.composed,
+        "started_at": (run.previous or {}).get("started_at", started.isoformat()),
+        "overrides": rc.overrides, "run_dir": str(run_dir), "config": rc.composed,
         "sweep_id": (rc.sweep or {}).get("id"), "sweep_job": (rc.sweep or {}).get("job"),
     }
+    if run.previous is not None:
+        manifest["resumed"] = [*run.previous.get("resumed", []),
+                               {"at": started.isoformat(), "from": run.previous.get("status"),
+                                "kept_batches": writer.kept_batches}]
+    writer.write_manifest(manifest)
+    point("run_started")
     judging = Judging(judge_runner, writer, source)
     n_excluded: dict[str, int] = {}
     reject_rows: list[dict[str, Any]] = []
     imported: list[pa.Table] = []  # the scores of the next batch's records
+    batches = 0
     try:
         t0 = time.perf_counter()
         for item in limited(sharded(source.read(), rc.source_shard), rc.source_limit):
@@ -151,12 +185,13 @@ def execute(rc: RunConfig) -> RunResult:
                 if item.table.num_rows:
                     imported.append(_imported(item, run_id))
                 continue
+            point("batch_read")
             timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t0
             table = conform(item, RECORDS, {"run_id": run_id})
             if "warnings" not in manifest:  # the first batch: mistakes that look like data
                 manifest["warnings"] = unmatched_fields(rc.source, table)
                 warn(manifest["warnings"])
-            table = apply_filters(table, filters, timings)
+            table = apply_filters(table, plugins.filters, timings)
             vc = pc.value_counts(one_array(table.column("excluded_by")))
             for count in vc.to_pylist():
                 if count["values"] is not None:
@@ -165,8 +200,12 @@ def execute(rc: RunConfig) -> RunResult:
             t1 = time.perf_counter()
             writer.add_records(table)
             timings["write"] = timings.get("write", 0.0) + time.perf_counter() - t1
-            judging.submit(table, imported)
+            if batches < writer.kept_batches:  # judged before the run stopped: parts kept
+                writer.check_kept(batches, table.column("record_id"))
+            else:
+                judging.submit(table, imported)
             imported = []
+            batches += 1
             t0 = time.perf_counter()
         judging.finish()
         for part in imported:
@@ -180,20 +219,25 @@ def execute(rc: RunConfig) -> RunResult:
                                         timings) if rc.metrics else []
         metrics = pa.concat_tables(metric_tables) if metric_tables else METRICS.empty_table()
         metrics = writer.write_table("metrics", metrics)
+        point("metrics_written")
         alerts = writer.write_table("alerts", evaluate_alerts(rc, metrics, run_id))
         rejects = writer.write_table("rejects", reject_rows)
         timings["metrics"] = time.perf_counter() - t0
+        point("run_finishing")
     except BaseException as exc:
         judging.close()  # (before the files it would write to go)
         writer.abort()
-        manifest.update(status="failed", error=f"{type(exc).__name__}: {exc}",
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        manifest.update(status="interrupted" if interrupted else "failed",
+                        error=None if interrupted else f"{type(exc).__name__}: {exc}",
                         finished_at=datetime.now(timezone.utc).isoformat(),
                         duration_s=time.perf_counter() - t_start)
-        writer.write_manifest(manifest)
+        with contextlib.suppress(OSError):  # (a full disk must not hide the first error)
+            writer.write_manifest(manifest)
         raise
     finally:
         judging.close()
-        for _, plugin in judges:
+        for _, plugin in plugins.judges:
             plugin.close()
 
     counts: dict[str, dict[str, int]] = {}
@@ -227,9 +271,10 @@ def execute(rc: RunConfig) -> RunResult:
         sources={rc.source.name: source.fingerprint()},
         timings={k: round(v, 4) for k, v in timings.items()},
     )
+    writer.forget_progress()
     writer.write_manifest(manifest)
-    if sinks and not rc.runner.dry_run:
-        manifest["sinks"] = _push(sinks, run_dir)
+    if plugins.sinks and not rc.runner.dry_run:
+        manifest["sinks"] = _push(plugins.sinks, run_dir)
         writer.write_manifest(manifest)
     result = RunResult(run_id, run_dir, manifest, metrics, alerts, counts)
     if rc.runner.summary:
@@ -238,5 +283,4 @@ def execute(rc: RunConfig) -> RunResult:
         from evalkit.report import write_report
 
         print(f"report: {write_report([run_dir]).html}")
-    raise_on_fired(alerts, rc.runner.fail_on)
     return result

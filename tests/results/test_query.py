@@ -27,6 +27,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     table = conform([{"run_id": "r0", "metric": "echo_rate", "slice": "all", "value": 0.5}],
                     METRICS).drop_columns(["details"])
     pq.write_table(table, old / "metrics.parquet")
+    (old / "manifest.json").write_text(json.dumps({"run_id": "r0", "experiment": "legacy",
+                                                   "status": "ok"}))
     return cwd
 
 
@@ -38,8 +40,9 @@ def test_views_cover_every_run_with_union_by_name(project: Path) -> None:
                    ).fetchone() == (1,)
     for view in ("runs", "records", "judgments", "alerts", "rejects"):
         con.sql(f"SELECT * FROM {view} LIMIT 1").fetchall()
-    status = con.sql("SELECT status, n_records, experiment FROM runs").fetchall()
-    assert status == [("ok", 160, "quickstart")]
+    status = con.sql("SELECT status, n_records, experiment FROM runs ORDER BY experiment"
+                     ).fetchall()
+    assert status == [("ok", None, "legacy"), ("ok", 160, "quickstart")]
 
 
 @pytest.mark.parametrize("sql", [

@@ -63,23 +63,31 @@ class _Writer:
     def add_judgments(self, table: pa.Table) -> None:
         self.parts.append(table.to_pylist()[0])
 
+    def end_batch(self, ids: pa.ChunkedArray) -> None:  # a batch's parts are all written
+        self.parts.append({"done": ids.to_pylist()})
+
+
+def _batch(b: int) -> pa.Table:
+    return pa.table({"record_id": [f"r{b}"], "b": [b]})
+
 
 def _judge_batches(runner: _Runner, n: int, source: _Source | None = None
                    ) -> tuple[Judging, _Writer]:
     writer = _Writer()
     judging = Judging(runner, writer, source or _Source())  # type: ignore[arg-type]
     for b in range(n):
-        judging.submit(pa.table({"b": [b]}), [pa.table({"imported": [b]})])
+        judging.submit(_batch(b), [pa.table({"imported": [b]})])
     judging.finish()
     judging.close()
     return judging, writer
 
 
-def test_parts_are_written_in_batch_order_computed_then_imported(monkeypatch):
+def test_parts_are_written_in_batch_order_computed_then_imported_then_the_batch_noted(monkeypatch):
     monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 2)
     runner = _Runner()
     _, writer = _judge_batches(runner, 4)
-    assert writer.parts == [p for b in range(4) for p in ({"computed": b}, {"imported": b})]
+    assert writer.parts == [p for b in range(4)
+                            for p in ({"computed": b}, {"imported": b}, {"done": [f"r{b}"]})]
     assert runner.threads == ["evalkit-judges_0"] * 4
     assert not [t for t in threading.enumerate() if t.name.startswith("evalkit-judges")]
     monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 1)  # one core: judged in line
@@ -102,12 +110,12 @@ def test_a_judge_error_is_raised_and_nothing_after_it_is_written(monkeypatch):
     monkeypatch.setattr(runner_judging.os, "cpu_count", lambda: 2)
     writer = _Writer()
     judging = Judging(_Runner(fail_on=1), writer, _Source())  # type: ignore[arg-type]
-    judging.submit(pa.table({"b": [0]}), [])
-    judging.submit(pa.table({"b": [1]}), [])
+    judging.submit(_batch(0), [])
+    judging.submit(_batch(1), [])
     with pytest.raises(EvalkitError, match="batch 1"):
-        judging.submit(pa.table({"b": [2]}), [])
+        judging.submit(_batch(2), [])
     judging.close()
-    assert writer.parts == [{"computed": 0}]
+    assert writer.parts == [{"computed": 0}, {"done": ["r0"]}]
 
 
 def _run(tmp_path: Path, data: Path, name: str) -> Path:

@@ -1,0 +1,157 @@
+"""A run directory's lifecycle: who may write it and from where a run starts.
+
+A run holds a lock on its directory (``.lock``, an advisory ``flock``) from before it
+writes anything until it ends, so a second process with the same run id is refused at once.
+An existing run is never written into again except by an explicit resume (``runner.resume``
+or ``evalkit run ... --resume RUN``), which needs the run's config unchanged and keeps the
+judgment parts of the batches it finished (:class:`evalkit.results.writer.Progress`);
+everything else the stopped run wrote is removed and written again."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from evalkit.config import RunConfig
+from evalkit.errors import ConfigError, EvalkitError
+from evalkit.results.runs import FINISHED, read_manifest
+from evalkit.results.writer import Progress
+
+LOCK = ".lock"
+DONE = (FINISHED, "dry_run")  # statuses of runs that ended as they were asked to
+# runner keys that change where or how a run is reported, never what it holds: a resume may
+# set them differently from the run it finishes
+_FREE_RUNNER_KEYS = frozenset({"run_id", "resume", "runs_dir", "cache_dir", "fail_on",
+                               "summary", "summary_slices", "max_judge_error_rate"})
+
+
+class RunLocked(EvalkitError):
+    """Another process is writing this run."""
+
+
+def run_id_of(rc: RunConfig) -> str | None:
+    """The run id the config asks for (``runner.resume`` or ``runner.run_id``), if any."""
+    resume, run_id = rc.runner.resume, rc.runner.run_id
+    if resume is not None and run_id is not None and run_id != resume:
+        raise ConfigError(f"runner.run_id: '{run_id}' is not the run being resumed "
+                          f"('{resume}'); leave runner.run_id unset when resuming")
+    return resume or run_id
+
+
+@dataclass
+class Claim:
+    """The run directory, locked for this process."""
+
+    run_dir: Path
+    progress: Progress | None  # what a resumed run keeps; None for a new run
+    previous: dict[str, Any] | None  # the resumed run's manifest
+    _lock: IO[str]
+
+    def release(self, finished: bool) -> None:
+        """Unlock; a finished run's directory keeps no lock file."""
+        if finished:
+            with contextlib.suppress(FileNotFoundError):
+                (self.run_dir / LOCK).unlink()
+        self._lock.close()  # closing the file releases the flock
+
+
+def claim(run_dir: Path, run_id: str, rc: RunConfig) -> Claim:
+    """Lock ``run_dir`` for this run and make it ready: a new run gets an empty directory, a
+    resumed one keeps its finished batches. One-line errors for a run id in use, a run that
+    exists (unless resumed), a resume of nothing, of a finished run or with another config."""
+    resume = rc.runner.resume is not None
+    if resume and read_manifest(run_dir) is None:
+        raise ConfigError(f"runner.resume: no run '{run_id}' to resume in {run_dir.parent}/ "
+                          "(no manifest.json there); list runs with: evalkit query "
+                          "\"SELECT run_id, status FROM runs\"")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock(run_dir, run_id)
+    try:
+        previous = read_manifest(run_dir)
+        status = (previous or {}).get("status")
+        if previous is not None and not resume:
+            if status in DONE:
+                raise ConfigError(f"runner.run_id: run '{run_id}' already exists (status "
+                                  f"{status}) in {run_dir}; choose another run_id or leave it "
+                                  "unset")
+            raise ConfigError(f"runner.run_id: run '{run_id}' already exists (status "
+                              f"{status}) in {run_dir}; finish it with --resume {run_id} "
+                              "(runner.resume), or choose another run_id")
+        if resume:
+            if status in DONE:
+                raise ConfigError(f"runner.resume: run '{run_id}' finished ({status}); nothing "
+                                  "to resume")
+            _check_same_config(previous or {}, rc, run_id)
+        progress = Progress.read(run_dir) if resume else Progress()
+        _clear(run_dir, progress)
+    except BaseException:
+        lock.close()
+        raise
+    return Claim(run_dir, progress if resume else None, previous if resume else None, lock)
+
+
+def _lock(run_dir: Path, run_id: str) -> IO[str]:
+    import fcntl
+
+    f = open(run_dir / LOCK, "a+")  # noqa: SIM115 (held open for the run)
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "?"
+        f.close()
+        raise RunLocked(f"runner.run_id: run '{run_id}' is being written by another process "
+                        f"(pid {holder}); wait for it to end, or choose another run_id") from None
+    f.truncate(0)
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
+def _check_same_config(previous: dict[str, Any], rc: RunConfig, run_id: str) -> None:
+    def strip(config: Any) -> Any:
+        if not isinstance(config, dict):
+            return config
+        runner = {k: v for k, v in (config.get("runner") or {}).items()
+                  if k not in _FREE_RUNNER_KEYS}
+        return {**config, "runner": runner}
+
+    where = _first_difference(strip(previous.get("config")), strip(rc.composed), "")
+    if where is not None:
+        key, was, now = where
+        raise ConfigError(f"runner.resume: the config differs from run '{run_id}''s at "
+                          f"{key} (run: {was!r}, now: {now!r}); resume with the run's config "
+                          "and overrides, or start a new run")
+
+
+_MISSING = "<unset>"
+
+
+def _first_difference(a: Any, b: Any, key: str) -> tuple[str, Any, Any] | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            found = _first_difference(a.get(k, _MISSING), b.get(k, _MISSING),
+                                      f"{key}.{k}" if key else str(k))
+            if found is not None:
+                return found
+        return None
+    return None if a == b else (key or "config", a, b)
+
+
+def _clear(run_dir: Path, progress: Progress) -> None:
+    """Remove what a stopped run left beyond ``progress``: temporary files, judgment parts
+    of unfinished batches, and tables that are written again."""
+    judgments = run_dir / "judgments"
+    for path in [*run_dir.glob(".*.tmp-*"), *judgments.glob(".*.tmp-*")]:
+        path.unlink()
+    for path in judgments.glob("part-*.parquet"):
+        number = path.stem.removeprefix("part-")
+        if not number.isdigit() or int(number) >= progress.parts:
+            path.unlink()
+    for name in ("records", "metrics", "alerts", "rejects"):
+        with contextlib.suppress(FileNotFoundError):
+            (run_dir / f"{name}.parquet").unlink()
+    progress.write(run_dir)  # its whole lines only: one cut short must not run into the next
