@@ -119,6 +119,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run.mkdir(parents=True)
     pq.write_table(pa.table({"run_id": ["r1"], "metric": ["echo_rate"], "slice": ["all"],
                              "value": [0.25]}), run / "metrics.parquet")
+    (run / "manifest.json").write_text('{"run_id": "r1", "experiment": "exp", "status": "ok"}')
     (cwd / "outside.txt").write_text("a secret outside the runs directory\n")
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     (elsewhere / "secret.txt").write_text("a secret a link points to\n")
