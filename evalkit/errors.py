@@ -24,6 +24,10 @@ class SourceError(EvalkitError):
     """A source cannot be read at all (missing file, unreachable server)."""
 
 
+class RunDirError(EvalkitError):
+    """The runs directory cannot be written (disk full, permission denied, read-only)."""
+
+
 class QueryError(EvalkitError):
     """A query failed or tried to reach outside the runs directory."""
 
@@ -32,6 +36,13 @@ class RunFailed(EvalkitError):
     """The run finished but an alert at or above ``runner.fail_on`` fired."""
 
     exit_code = 3
+
+
+class JudgeErrorBudgetExceeded(RunFailed):
+    """The run finished, but a judge failed on more of its records than
+    ``runner.max_judge_error_rate`` allows."""
+
+    exit_code = 4
 
 
 class RunInterrupted(EvalkitError):

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JUDGMENTS", "METRICS", "RECORDS", "AsyncJudge", "Call", "Filter", "ImportedScores",
-    "Judge", "JudgeResult", "LlmJudge", "LlmJudgeConfig", "Metric", "ParseError", "Reject",
-    "RunContext", "Sink", "Source", "SourceItem", "accounting",
+    "Judge", "JudgeResult", "LlmJudge", "LlmJudgeConfig", "Metric", "ParseError", "Produces",
+    "Reject", "RunContext", "Sink", "Source", "SourceItem", "accounting",
     "check_plugin", "choice", "conform", "failed", "number", "parse_json_object",
     "plugin_class", "prompts", "require", "strip_code_fence", "verdicts",
 ]
@@ -193,6 +193,23 @@ class AsyncJudge(Judge):
         raise NotImplementedError
 
 
+@dataclasses.dataclass(frozen=True)
+class Produces:
+    """What a metric instance writes, known from its config before the run: alerts are
+    checked against it before anything runs, so an alert on a name or slice the run cannot
+    produce is a config error instead of an alert that never fires."""
+
+    names: tuple[str, ...]
+    """The metric names it writes (``echo_rate``, ``echo_rate.raw``, ``latency.p95``)."""
+
+    prefixes: tuple[str, ...] = ()
+    """And any name starting with one of these (a category the data decides: ``modes.``)."""
+
+    slice_by: tuple[str, ...] | None = ()
+    """The record columns its slices are cut by: slices are ``all`` and ``<column>=<value>``
+    (``None``: any slice; a metric that cannot say)."""
+
+
 class Metric(_Plugin):
     """Summarises a run. :meth:`compute` gets a DuckDB connection with the run's ``records``,
     ``judgments`` (and ``included``: records not excluded) as views and returns metric rows
@@ -214,6 +231,15 @@ class Metric(_Plugin):
     def compute(self, con: duckdb.DuckDBPyConnection) -> pa.Table | list[dict[str, Any]]:
         """The metric rows for this run, one per slice (and statistic)."""
         raise NotImplementedError
+
+    def produces(self) -> Produces:
+        """The metric names and slices this instance writes (see :class:`Produces`). The
+        default: its name and any name under it (``name.<anything>``), sliced by
+        ``config.slice_by`` when its config has that field, else in any slice. Override it
+        to name your statistics exactly, so a misspelt alert on one of them is caught."""
+        slice_by = getattr(self.config, "slice_by", None)
+        return Produces((self.name,), (f"{self.name}.",),
+                        None if slice_by is None else tuple(slice_by))
 
     def cursor_group(self) -> Hashable | None:
         """A key: the ``thread_safe`` metrics of a run that give the same key are computed

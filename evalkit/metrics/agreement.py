@@ -11,7 +11,7 @@ import numpy as np
 from evalkit.metrics import _pair_statistics as stats
 from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
-from evalkit.plugin import Metric
+from evalkit.plugin import Metric, Produces
 
 __all__ = ["STATISTICS", "AgreementMetric"]
 
@@ -43,6 +43,11 @@ class AgreementMetric(Metric):
     def __init__(self, name: str, config: PairConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+
+    def produces(self) -> Produces:
+        """One name per statistic, and the count of records both judges scored."""
+        return Produces((*(f"{self.name}.{s}" for s in STATISTICS), f"{self.name}.n"),
+                        slice_by=tuple(self.config.slice_by))
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config

@@ -13,7 +13,7 @@ import pyarrow as pa
 from evalkit.checks import check_flag_at
 from evalkit.metrics._signals import excluded_mask, index_slices, judgment_join
 from evalkit.metrics._stats import SLICEABLE, mean_ci
-from evalkit.plugin import Metric
+from evalkit.plugin import Metric, Produces
 
 __all__ = ["CrosstabConfig", "CrosstabMetric"]
 
@@ -92,6 +92,14 @@ class CrosstabMetric(Metric):
         # a join's rows come in no set order: the slices' order and the bootstrap resamples
         # would change from one run of the same input to the next
         return con.execute(sql + " ORDER BY r.record_id", params).to_arrow_table()
+
+    def produces(self) -> Produces:
+        """``name.<category>`` per category (flagged and not_flagged, or the judge's labels,
+        known from the data), sliced by ``by``; ``name`` alone when the judge gave none."""
+        if self.config.of == "flag":
+            return Produces((self.name, f"{self.name}.flagged", f"{self.name}.not_flagged"),
+                            slice_by=(self.config.by,))
+        return Produces((self.name,), (f"{self.name}.",), slice_by=(self.config.by,))
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         """The crosstab's rows."""

@@ -20,7 +20,7 @@ from evalkit.metrics._stats import (
     slice_sql,
     slices,
 )
-from evalkit.plugin import Metric
+from evalkit.plugin import Metric, Produces
 from evalkit.results.schemas import RECORDS
 
 __all__ = ["DistributionConfig", "DistributionMetric"]
@@ -71,6 +71,11 @@ class DistributionMetric(Metric):
     def __init__(self, name: str, config: DistributionConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+
+    def produces(self) -> Produces:
+        """The mean (the instance name), median, 95th percentile and standard deviation."""
+        return Produces((self.name, *(f"{self.name}{s}" for s in (".p50", ".p95", ".std"))),
+                        slice_by=tuple(self.config.slice_by))
 
     def cursor_group(self) -> tuple[str, ...] | None:
         """Metrics of one judge and slices share a cursor, hence one judged table."""

@@ -31,7 +31,7 @@ from evalkit.metrics._signals import (
     parse_spec,
     reasons,
 )
-from evalkit.plugin import Metric
+from evalkit.plugin import Metric, Produces
 
 __all__ = [
     "BINNINGS", "bin_index", "calibration", "EceConfig", "ExpectedCalibrationError",
@@ -144,6 +144,11 @@ class ExpectedCalibrationError(Metric):
     def __init__(self, name: str, config: EceConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+
+    def produces(self) -> Produces:
+        """ECE (the instance name), MCE and the Brier score."""
+        return Produces((self.name, f"{self.name}.mce", f"{self.name}.brier"),
+                        slice_by=tuple(self.config.slice_by))
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config

@@ -9,7 +9,7 @@ from typing import Any
 from evalkit.metrics import _pair_statistics as stats
 from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
-from evalkit.plugin import Metric
+from evalkit.plugin import Metric, Produces
 
 __all__ = ["STATISTICS", "JudgeValidationConfig", "JudgeValidationMetric"]
 
@@ -43,6 +43,11 @@ class JudgeValidationMetric(Metric):
     def __init__(self, name: str, config: JudgeValidationConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+
+    def produces(self) -> Produces:
+        """One name per statistic."""
+        return Produces(tuple(f"{self.name}.{s}" for s in STATISTICS),
+                        slice_by=tuple(self.config.slice_by))
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config

@@ -10,7 +10,7 @@ import numpy as np
 from evalkit.metrics._pair_statistics import bootstrap
 from evalkit.metrics._signals import SliceConfig, excluded_mask, index_slices, metric_row
 from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_cis, slice_sql
-from evalkit.plugin import Metric
+from evalkit.plugin import Metric, Produces
 
 __all__ = ["LatencyConfig", "LatencyMetric"]
 
@@ -63,6 +63,12 @@ class LatencyMetric(Metric):
     def __init__(self, name: str, config: LatencyConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+
+    def produces(self) -> Produces:
+        """One name per percentile, and the mean."""
+        stats = [_stat_name(q) for q in self.config.percentiles] + ["mean"]
+        return Produces(tuple(f"{self.name}.{s}" for s in stats),
+                        slice_by=tuple(self.config.slice_by))
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
-from evalkit.plugin import Metric
+from evalkit.plugin import Metric, Produces
 
 __all__ = ["MeanMetric"]
 
@@ -24,6 +24,11 @@ class MeanMetric(Metric):
     def __init__(self, name: str, config: JudgeMetricConfig, ctx: object) -> None:
         self.name = name
         self.config = config
+
+    def produces(self) -> Produces:
+        """The filtered value, and with ``raw`` the raw one and the filters' effect."""
+        extra = (f"{self.name}.raw", f"{self.name}.filter_effect") if self.config.raw else ()
+        return Produces((self.name, *extra), slice_by=tuple(self.config.slice_by))
 
     def cursor_group(self) -> tuple[str, ...] | None:
         """Metrics of one judge and slices share a cursor, hence one judged table."""

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from evalkit.checks import check_flag_at, check_one_of
 from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
-from evalkit.plugin import Metric
+from evalkit.plugin import Metric, Produces
 
 __all__ = ["COUNTS", "RateConfig", "RateMetric"]
 
@@ -48,6 +48,11 @@ class RateMetric(Metric):
         self.name = name
         self.config = config
         self.higher_is_better = config.count == "passed"
+
+    def produces(self) -> Produces:
+        """The filtered value, and with ``raw`` the raw one and the filters' effect."""
+        extra = (f"{self.name}.raw", f"{self.name}.filter_effect") if self.config.raw else ()
+        return Produces((self.name, *extra), slice_by=tuple(self.config.slice_by))
 
     def cursor_group(self) -> tuple[str, ...] | None:
         """Metrics of one judge and slices share a cursor, hence one judged table."""

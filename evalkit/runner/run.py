@@ -21,12 +21,17 @@ from evalkit._arrow import one_array, one_batch
 from evalkit._faults import point
 from evalkit.config import PluginInstance, RunConfig
 from evalkit.context import RunContext
-from evalkit.errors import EvalkitError, RunInterrupted
+from evalkit.errors import EvalkitError, RunDirError, RunInterrupted
 from evalkit.plugin import ImportedScores, Reject
 from evalkit.redact import mask
 from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
 from evalkit.results.writer import RunWriter
-from evalkit.runner.alerts import evaluate_alerts, raise_on_fired
+from evalkit.runner.alerts import (
+    check_alerts,
+    check_judge_errors,
+    evaluate_alerts,
+    raise_on_fired,
+)
 from evalkit.runner.hints import unmatched_fields, warn
 from evalkit.runner.judging import JudgeRunner, Judging
 from evalkit.runner.lifecycle import Claim, claim, run_id_of
@@ -125,7 +130,9 @@ def execute(rc: RunConfig) -> RunResult:
     plugins = _Plugins(source=_make(rc.source, ctx),
                        filters=[(i, _make(i, ctx)) for i in rc.filters],
                        judges=[(i, _make(i, ctx)) for i in rc.judges],
+                       metrics=[(i, _make(i, ctx)) for i in rc.metrics],
                        sinks=[(i, _make(i, ctx)) for i in rc.sinks])
+    check_alerts(rc.alerts, plugins.metrics)
     run = claim(run_dir, run_id, rc)
     finished = False
     try:
@@ -136,6 +143,8 @@ def execute(rc: RunConfig) -> RunResult:
                              f"finish it with: evalkit run ... --resume {run_id}") from None
     finally:
         run.release(finished)
+    check_judge_errors(result.judgment_counts, result.manifest.get("judgment_errors") or {},
+                       rc.runner.max_judge_error_rate)
     raise_on_fired(result.alerts, rc.runner.fail_on)
     return result
 
@@ -145,6 +154,7 @@ class _Plugins:
     source: Any
     filters: list[tuple[PluginInstance, Any]]
     judges: list[tuple[PluginInstance, Any]]
+    metrics: list[tuple[PluginInstance, Any]]
     sinks: list[tuple[PluginInstance, Any]]
 
 
@@ -215,8 +225,7 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
 
         t0 = time.perf_counter()
         # a run without metrics never starts DuckDB
-        metric_tables = compute_metrics([(i, _make(i, ctx)) for i in rc.metrics], ctx,
-                                        timings) if rc.metrics else []
+        metric_tables = compute_metrics(plugins.metrics, ctx, timings) if rc.metrics else []
         metrics = pa.concat_tables(metric_tables) if metric_tables else METRICS.empty_table()
         metrics = writer.write_table("metrics", metrics)
         point("metrics_written")
@@ -232,7 +241,7 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
                         error=None if interrupted else f"{type(exc).__name__}: {exc}",
                         finished_at=datetime.now(timezone.utc).isoformat(),
                         duration_s=time.perf_counter() - t_start)
-        with contextlib.suppress(OSError):  # (a full disk must not hide the first error)
+        with contextlib.suppress(RunDirError):  # (a full disk must not hide the first error)
             writer.write_manifest(manifest)
         raise
     finally:

@@ -88,9 +88,21 @@ def test_slices_one_or_all(tmp_path, data):
                    ("warning", "model=small")]
 
 
-def test_alert_on_a_metric_not_produced_warns(tmp_path, data):
-    rows = alert_rows(run(tmp_path, data, [{"metric": "nope", "value": 1, "severity": "error"}]))
-    assert rows[0]["severity"] == "warning" and "did not produce" in rows[0]["message"]
+def test_alert_on_a_metric_not_produced_is_a_config_error(tmp_path, data):
+    """(tests/runner/test_gate.py has the whole class: names, statistics, slices.)"""
+    with pytest.raises(ConfigError, match=r"alerts\[0\]\.metric: 'nope' is not a metric"):
+        run(tmp_path, data, [{"metric": "nope", "value": 1, "severity": "error"}])
+
+
+def test_an_alert_on_a_slice_value_no_record_has_fails_closed(tmp_path, data):
+    """The slice's column is valid (checked before the run), its value is known only from
+    the data: no row for it is a row at the alert's severity, and fail_on fails the run."""
+    alert = {"metric": "echo_rate", "slice": "model=tiny", "value": 1, "severity": "error"}
+    rows = alert_rows(run(tmp_path, data, [alert]))
+    assert [(r["severity"], r["slice"]) for r in rows] == [("error", "model=tiny")]
+    assert "cannot be checked" in rows[0]["message"]
+    with pytest.raises(RunFailed, match="cannot be checked"):
+        run(tmp_path, data, [alert], fail_on="error")
 
 
 def test_fail_on_error_exits_non_zero_only_for_error_alerts(tmp_path, data):
@@ -144,10 +156,10 @@ def test_remediation_hints_are_stored_and_printed(tmp_path, data, capsys):
              "Set judges.prompt_echo.threshold higher if the prompts are templates"]
     result = run(tmp_path, data, [
         {"metric": "echo_rate", "value": 0.2, "severity": "warning", "hints": hints},
-        {"metric": "echo_rat", "value": 0.2, "hints": ["fix the metric name"]},
+        {"metric": "h_rate", "value": 2.0, "hints": ["never fires"]},
     ], summary=True)
     rows = alert_rows(result)
-    assert [r["hints"] for r in rows] == [hints, ["fix the metric name"]]
+    assert [r["hints"] for r in rows] == [hints]
     out = capsys.readouterr().out
     for hint in hints:
         assert f"hint: {hint}" in out
