@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from evalkit._faults import point
-from evalkit.errors import EvalkitError
+from evalkit.errors import EvalkitError, RunDirError
 from evalkit.redact import mask_tree
 from evalkit.results.columns import empty_select_sql, sql_literal
 from evalkit.results.schemas import RECORDS, TABLES, conform
@@ -32,6 +32,19 @@ __all__ = [
     "TEXT_COLUMNS", "UNIQUE_COLUMNS", "atomic_path", "judgments_view_sql", "parquet_options",
     "records_view_sql", "run_connection", "RunWriter", "write_json", "write_parquet",
 ]
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """A failure to write ``path`` (disk full, permission denied, a read-only file system)
+    as one line naming it (:class:`RunDirError`) instead of a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc).splitlines()[0]
+        raise RunDirError(f"runner.runs_dir: cannot write {path} ({reason}); free space or "
+                          "fix its permissions, or set runner.runs_dir; a run stopped by this "
+                          "is resumed with --resume RUN_ID") from exc
 
 
 @contextlib.contextmanager
@@ -144,7 +157,8 @@ class RunWriter:
     def __init__(self, run_dir: Path, progress: Progress | None = None) -> None:
         self.run_dir = run_dir
         self.judgments_dir = run_dir / "judgments"
-        self.judgments_dir.mkdir(parents=True, exist_ok=True)
+        with writing(self.judgments_dir):
+            self.judgments_dir.mkdir(parents=True, exist_ok=True)
         self._records_path = run_dir / "records.parquet"
         self._records_tmp = run_dir / f".records.parquet.tmp-{os.getpid()}"
         self._records: pq.ParquetWriter | None = None
@@ -179,22 +193,25 @@ class RunWriter:
     def end_batch(self, ids: pa.ChunkedArray) -> None:
         """Note that the batch of records ``ids`` has all its judgment parts written."""
         line = f"{ids_digest(ids)} {self._parts}\n"
-        with open(self.run_dir / PROGRESS, "a") as f:
+        with writing(self.run_dir / PROGRESS), open(self.run_dir / PROGRESS, "a") as f:
             f.write(line)
         point("batch_done")
 
     def add_records(self, table: pa.Table) -> None:
-        if self._records is None:
-            self._records = pq.ParquetWriter(self._records_tmp, RECORDS,
-                                            **parquet_options(RECORDS))
-        self._records.write_table(table)
+        with writing(self._records_path):
+            if self._records is None:
+                self._records = pq.ParquetWriter(self._records_tmp, RECORDS,
+                                                **parquet_options(RECORDS))
+            self._records.write_table(table)
         self.n_records += table.num_rows
         point("records_written")
 
     def add_judgments(self, table: pa.Table) -> None:
         if not table.num_rows:
             return
-        write_parquet(table, self.judgments_dir / f"part-{self._parts:05d}.parquet")
+        path = self.judgments_dir / f"part-{self._parts:05d}.parquet"
+        with writing(path):
+            write_parquet(table, path)
         self._parts += 1
         self.n_judgments += table.num_rows
         self._count(table)
@@ -232,27 +249,30 @@ class RunWriter:
 
     def finish_records(self) -> None:
         """Close and publish ``records.parquet`` (an empty table if no batch came)."""
-        if self._records is None:
-            write_parquet(RECORDS.empty_table(), self._records_path)
-            return
-        self._records.close()
-        self._records = None
-        os.replace(self._records_tmp, self._records_path)
+        with writing(self._records_path):
+            if self._records is None:
+                write_parquet(RECORDS.empty_table(), self._records_path)
+                return
+            self._records.close()
+            self._records = None
+            os.replace(self._records_tmp, self._records_path)
         point("records_finished")
 
     def write_table(self, name: str, table: pa.Table | list[dict[str, Any]]) -> pa.Table:
         table = conform(table, TABLES[name])
-        write_parquet(table, self.run_dir / f"{name}.parquet")
+        with writing(self.run_dir / f"{name}.parquet"):
+            write_parquet(table, self.run_dir / f"{name}.parquet")
         return table
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         # every string masked: an error message may quote a URL or a key (the config in it
         # is masked by name already)
-        write_json(mask_tree(manifest, by_name=False), self.run_dir / "manifest.json")
+        with writing(self.run_dir / "manifest.json"):
+            write_json(mask_tree(manifest, by_name=False), self.run_dir / "manifest.json")
 
     def forget_progress(self) -> None:
         """Remove ``.progress`` (the run is complete: nothing is left to resume)."""
-        with contextlib.suppress(FileNotFoundError):
+        with writing(self.run_dir / PROGRESS), contextlib.suppress(FileNotFoundError):
             (self.run_dir / PROGRESS).unlink()
 
     def abort(self) -> None:

@@ -18,7 +18,7 @@ from typing import IO, Any
 from evalkit.config import RunConfig
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.results.runs import FINISHED, read_manifest
-from evalkit.results.writer import Progress
+from evalkit.results.writer import Progress, writing
 
 LOCK = ".lock"
 DONE = (FINISHED, "dry_run")  # statuses of runs that ended as they were asked to
@@ -67,8 +67,9 @@ def claim(run_dir: Path, run_id: str, rc: RunConfig) -> Claim:
         raise ConfigError(f"runner.resume: no run '{run_id}' to resume in {run_dir.parent}/ "
                           "(no manifest.json there); list runs with: evalkit query "
                           "\"SELECT run_id, status FROM runs\"")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    lock = _lock(run_dir, run_id)
+    with writing(run_dir):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = _lock(run_dir, run_id)
     try:
         previous = read_manifest(run_dir)
         status = (previous or {}).get("status")
@@ -86,7 +87,8 @@ def claim(run_dir: Path, run_id: str, rc: RunConfig) -> Claim:
                                   "to resume")
             _check_same_config(previous or {}, rc, run_id)
         progress = Progress.read(run_dir) if resume else Progress()
-        _clear(run_dir, progress)
+        with writing(run_dir):
+            _clear(run_dir, progress)
     except BaseException:
         lock.close()
         raise
