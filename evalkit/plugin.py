@@ -232,14 +232,13 @@ class Metric(_Plugin):
         """The metric rows for this run, one per slice (and statistic)."""
         raise NotImplementedError
 
-    def produces(self) -> Produces:
-        """The metric names and slices this instance writes (see :class:`Produces`). The
-        default: its name and any name under it (``name.<anything>``), sliced by
-        ``config.slice_by`` when its config has that field, else in any slice. Override it
-        to name your statistics exactly, so a misspelt alert on one of them is caught."""
-        slice_by = getattr(self.config, "slice_by", None)
-        return Produces((self.name,), (f"{self.name}.",),
-                        None if slice_by is None else tuple(slice_by))
+    def produces(self) -> Produces | None:
+        """The metric names and slices this instance writes (see :class:`Produces`).
+        ``None`` (the default) leaves it to the runner: the instance name and any name under
+        it (``name.<anything>``), sliced by ``config.slice_by`` when the config has that
+        field, else in any slice. Override it to name your statistics exactly, so that a
+        misspelt alert on one of them is caught before the run."""
+        return None
 
     def cursor_group(self) -> Hashable | None:
         """A key: the ``thread_safe`` metrics of a run that give the same key are computed

@@ -64,7 +64,9 @@ def check_alerts(alerts: list[AlertConfig], metrics: list[tuple[PluginInstance, 
                  ) -> None:
     """Raise :class:`ConfigError` (before anything runs) for the first alert that watches a
     metric name or a slice the run's metrics cannot produce (:meth:`Metric.produces`)."""
-    produced: list[Produces] = [plugin.produces() for _, plugin in metrics]
+    if not alerts:
+        return
+    produced = [plugin.produces() or _undeclared(inst) for inst, plugin in metrics]
     for i, alert in enumerate(alerts):
         owners = [p for p in produced
                   if alert.metric in p.names or alert.metric.startswith(p.prefixes)]
@@ -83,6 +85,13 @@ def check_alerts(alerts: list[AlertConfig], metrics: list[tuple[PluginInstance, 
             valid = ", ".join(["all", "*", *(f"{c}=<value>" for c in columns)])
             raise ConfigError(f"alerts[{i}].slice: '{alert.slice}' cannot be a slice of "
                               f"'{alert.metric}'; valid slices: {valid}")
+
+
+def _undeclared(inst: PluginInstance) -> Produces:
+    """What a metric that does not say (``produces()`` is None) is taken to write."""
+    slice_by = getattr(inst.config, "slice_by", None)
+    return Produces((inst.name,), (f"{inst.name}.",),
+                    None if slice_by is None else tuple(slice_by))
 
 
 def check_judge_errors(judgments: dict[str, dict[str, int]],

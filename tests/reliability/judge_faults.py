@@ -76,6 +76,7 @@ def run_faults(tmp: Path, n: int = 1200, seed: int = 7) -> Outcome:
         args = ["source=jsonl", f"source.path={data}", "+source.record_id=id",
                 f"judges=[{JUDGE}]", f"judges.{JUDGE}.model=openai/fault-judge",
                 f"judges.{JUDGE}.api_base={server.url}", f"runner.runs_dir={tmp / 'runs'}",
+                "runner.max_judge_error_rate=null",  # the faults are the point here
                 *(f"judges.{JUDGE}.{k}={v}" for k, v in SETTINGS.items())]
         t0 = time.perf_counter()
         done = evalkit_run(*args, cwd=tmp, timeout=600)

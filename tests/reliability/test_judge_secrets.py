@@ -81,7 +81,9 @@ def test_no_secret_is_written_or_printed(tmp_path, server, langfuse):
            "LANGFUSE_SECRET_KEY": SECRET_KEY}
     runs = tmp_path / "runs"
     outputs = []
+    # (its judges fail on purpose, echoing keys: no error budget)
     one = evalkit_run("+experiment=secrets", f"runner.runs_dir={runs}", "-v",
+                      "runner.max_judge_error_rate=null",
                       "runner.report=true",
                       "+sinks.langfuse.plugin=langfuse", "+sinks.langfuse.include_errors=true",
                       f"+judges.correctness_llm.params.api_key={OVERRIDE_KEY}",
@@ -97,6 +99,7 @@ def test_no_secret_is_written_or_printed(tmp_path, server, langfuse):
     outputs.append(pushed)
     sweep_base = [f"http://u:{p}@127.0.0.1:{server.port}/v1" for p in SWEEP]
     swept = evalkit_run("-m", "+experiment=secrets", f"runner.runs_dir={runs}",
+                        "runner.max_judge_error_rate=null",
                         f"hydra.sweep.dir={tmp_path / 'sweep'}",
                         f"judges.hallucination_llm.api_base={','.join(sweep_base)}",
                         "judges.hallucination_llm.cache=false",
