@@ -17,13 +17,16 @@ if TYPE_CHECKING:
     from evalkit.results.query import ReadOnlyConnection
 
 
-def connect(runs_dir: str = "runs", run: str | None = None) -> ReadOnlyConnection:
+def connect(runs_dir: str = "runs", run: str | None = None,
+            include_unfinished: bool = False) -> ReadOnlyConnection:
     """A read-only DuckDB connection with views ``runs``, ``records``, ``judgments``,
     ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir``:
     ``connect("runs").sql("SELECT ...").df()``. It runs one plain read per call, can read
     nothing outside ``runs_dir`` and can write nothing (see docs/trust.md). ``run`` (an id,
-    a run directory or ``latest``) makes the views hold that run only. A runs directory that
-    does not exist is an error, not empty views."""
+    a run directory or ``latest``) makes the views hold that run only. The views hold the
+    rows of finished (``ok``) runs only unless ``include_unfinished`` (see docs/runs.md);
+    ``runs`` lists every run with its ``status``. A runs directory that does not exist is an
+    error, not empty views."""
     from pathlib import Path
 
     from evalkit.errors import QueryError
@@ -38,8 +41,9 @@ def connect(runs_dir: str = "runs", run: str | None = None) -> ReadOnlyConnectio
     if run is not None:
         from evalkit.commands._runs import find_run
 
-        run_dir = find_run(run, Path(runs_dir), "connect")
-    return ReadOnlyConnection(_connect(runs_dir, run=run_dir))
+        run_dir = find_run(run, Path(runs_dir), "connect", unfinished=include_unfinished)
+    return ReadOnlyConnection(_connect(runs_dir, run=run_dir,
+                                       include_unfinished=include_unfinished))
 
 
 def run(experiment: str | None = None, overrides: list[str] | tuple[str, ...] = (), *,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+import evalkit
 from evalkit.results.query import connect
 
 EVALKIT = str(Path(sys.executable).with_name("evalkit"))
@@ -138,6 +139,10 @@ def test_a_failed_run_is_failed_in_the_runs_table_and_hidden(tmp_path):
     assert con.sql("SELECT count(*) FROM records").fetchone()[0] == 0
     every = connect(tmp_path / "runs", include_unfinished=True)
     assert every.sql("SELECT count(*) FROM records").fetchone()[0] == 160
+    public = evalkit.connect(str(tmp_path / "runs"))  # the Python API: the same rule
+    assert public.sql("SELECT count(*) FROM records").fetchone()[0] == 0
+    public = evalkit.connect(str(tmp_path / "runs"), include_unfinished=True)
+    assert public.sql("SELECT count(*) FROM records").fetchone()[0] == 160
 
 
 def test_query_and_push_see_finished_runs_unless_asked(tmp_path):
