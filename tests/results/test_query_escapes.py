@@ -209,6 +209,7 @@ def test_a_run_folder_linked_from_elsewhere_is_a_one_line_error(tmp_path: Path) 
     real = tmp_path / "disk" / "exp" / "r1"
     real.mkdir(parents=True)
     pq.write_table(pa.table({"run_id": ["r1"], "metric": ["m"]}), real / "metrics.parquet")
+    (real / "manifest.json").write_text('{"run_id": "r1", "experiment": "exp", "status": "ok"}')
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "exp").symlink_to(real.parent, target_is_directory=True)
     with pytest.raises(QueryError, match="leads outside the runs directory") as err:
