@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+__all__ = ["FINISHED", "STATUSES", "TABLE_FILES", "list_runs", "read_manifest", "table_files"]
+
 STATUSES = ("running", "ok", "failed", "interrupted")
 FINISHED = "ok"
 

@@ -20,6 +20,8 @@ from evalkit.errors import ConfigError, EvalkitError
 from evalkit.results.runs import FINISHED, read_manifest
 from evalkit.results.writer import Progress, writing
 
+__all__ = ["Claim", "RunLocked", "claim", "run_id_of"]
+
 LOCK = ".lock"
 DONE = (FINISHED, "dry_run")  # statuses of runs that ended as they were asked to
 # runner keys that change where or how a run is reported, never what it holds: a resume may
