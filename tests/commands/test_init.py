@@ -33,7 +33,8 @@ def test_init_writes_a_starter_conf_over_the_users_file(tmp_path: Path) -> None:
     assert manifest["n_records"] == 3 and manifest["excluded_by"] == {"pipeline_failure": 1}
     assert manifest["judgments"]["prompt_echo"] == {"ok": 2, "skipped": 1}
     # the judge preset it wrote works too
-    run_cli("run", "+experiment=starter", "judges=[strict_echo]", "metrics=[]",
+    # (no metrics, so no alert: one on a metric the run cannot produce is a config error)
+    run_cli("run", "+experiment=starter", "judges=[strict_echo]", "metrics=[]", "alerts=[]",
             "runner.summary=false", cwd=tmp_path)
     # nothing is overwritten without --force
     proc = run_cli("init", "gen.jsonl", cwd=tmp_path, check=False)

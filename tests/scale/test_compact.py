@@ -30,7 +30,7 @@ def _exact(value: object) -> object:
 
 
 def _answers(root: Path) -> list[list[tuple]]:
-    con = connect(root / "runs")
+    con = connect(root / "runs", include_unfinished=True)  # (one run is marked running)
     return [[tuple(_exact(v) for v in row) for row in con.execute(q).fetchall()]
             for q in QUERIES]
 
