@@ -49,7 +49,10 @@ def test_merged_shards_give_the_unsharded_run_metrics(tmp_path: Path) -> None:
     assert json.loads(out)["n"] == manifest["n_judgments"]
 
     # a missing shard is refused, and nothing is written
-    proc = run_cli("merge", shards[0].name, shards[1].name, cwd=tmp_path, check=False)
+    by_shard = {json.loads((d / "manifest.json").read_text())["config"]["source"]["shard"]: d
+                for d in shards}
+    proc = run_cli("merge", by_shard["0/3"].name, by_shard["1/3"].name, cwd=tmp_path,
+                   check=False)
     assert proc.returncode == 2 and "missing [2]" in proc.stderr
     assert len(run_dirs(tmp_path, "quickstart")) == 5
 
