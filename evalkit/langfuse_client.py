@@ -23,7 +23,8 @@ from evalkit.errors import SourceError
 
 __all__ = [
     "HOST_ENV", "PUBLIC_KEY_ENV", "SECRET_KEY_ENV", "AuthError", "ClientStats", "credentials",
-    "LangfuseClient", "NotFound", "refuse_keys_in_config", "resolve_host", "TooHeavy",
+    "LangfuseClient", "NotFound", "NotJson", "refuse_keys_in_config", "resolve_host",
+    "TooHeavy", "parse_body",
 ]
 
 PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
@@ -45,6 +46,20 @@ class NotFound(Exception):
 
 class AuthError(SourceError):
     """401/403: the keys are wrong for this host, or lack access."""
+
+
+class NotJson(Exception):
+    """A success whose body is not JSON: a proxy's or login page, a cut connection."""
+
+
+def parse_body(body: bytes, where: str) -> Any:
+    """``body`` parsed; :class:`NotJson` naming ``where`` and the body's start when it is not
+    JSON (orjson's own error names neither)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise NotJson(f"{where}: the answer is not JSON ({_body(body) or 'empty'}); check "
+                      "the host (a proxy or login page answers there?)") from None
 
 
 class TooHeavy(Exception):
@@ -168,7 +183,7 @@ class LangfuseClient:
             else:
                 self.stats.by_status[str(status)] = self.stats.by_status.get(str(status), 0) + 1
                 if status < 300:
-                    return body if raw else orjson.loads(body)
+                    return body if raw else parse_body(body, f"{method} {path}")
                 if status == 404:
                     raise NotFound(f"{method} {path}: 404 {_body(body)}")
                 if status == 422:

@@ -2,7 +2,8 @@
 (served by the fake Langfuse server, outside the API's spec: each field of the answer it
 would give is replaced by the fuzzed value) read by the real client and mapping. For every
 page: no exception escapes, and every generation is a record or a reject with its location
-and reason. (Values stay JSON: a body that is not JSON at all is another matter.)"""
+and reason. (A body that is not JSON at all stops its stream with a reject:
+tests/sources/langfuse/test_source.py::test_a_page_that_is_not_json_stops_its_stream_with_a_reject.)"""
 
 from __future__ import annotations
 

@@ -42,7 +42,9 @@ from evalkit.errors import SourceError
 from evalkit.langfuse_client import (
     LangfuseClient,
     NotFound,
+    NotJson,
     TooHeavy,
+    parse_body,
     refuse_keys_in_config,
     resolve_host,
 )
@@ -549,7 +551,7 @@ class _Reader:
                 await self._run_paged(st)
             else:
                 await self._run_cursor(st)
-        except _StreamFailed as exc:
+        except (_StreamFailed, NotJson) as exc:
             st.failed = str(exc)
             self._reject(f"GET {st.path}", f"stream {st.key} stopped: {exc}", None)
         except NotFound as exc:
@@ -606,7 +608,7 @@ class _Reader:
         try:
             while True:
                 body, limit = await pending
-                cursor = _meta_cursor(body)
+                cursor = _meta_cursor(body, f"GET {st.path} page {st.seq + 1}")
                 if cursor is not None:
                     pending = asyncio.ensure_future(self._cursor_page(st, cursor, limit))
                     await asyncio.sleep(0)  # lets the request go out before this page is parsed
@@ -969,7 +971,7 @@ async def _cancel(tasks: Iterable[asyncio.Future[Any]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _meta_cursor(body: bytes) -> str | None:
+def _meta_cursor(body: bytes, where: str = "page") -> str | None:
     """A cursor page's ``meta.cursor``. Langfuse sends ``meta`` after ``data``: it is read from
     the end of the body, without parsing the page. A body that does not end with the member
     ``"meta": {...}`` (the only way the end parses as ``{"meta": ...}``) is parsed whole."""
@@ -979,7 +981,7 @@ def _meta_cursor(body: bytes) -> str | None:
             return (orjson.loads(b"{" + body[at:]).get("meta") or {}).get("cursor") or None
         except orjson.JSONDecodeError:
             pass
-    parsed = orjson.loads(body)
+    parsed = parse_body(body, where)
     meta = parsed.get("meta") if isinstance(parsed, Mapping) else None
     return (meta or {}).get("cursor") or None
 

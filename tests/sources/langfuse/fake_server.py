@@ -93,6 +93,7 @@ class Fault:
     retry_after: str | None = None
     body: Any = None
     after: int = 0
+    raw: bytes | None = None  # a body sent as it is (not JSON), e.g. a proxy's login page
 
 
 _V2_GROUPS = {
@@ -418,6 +419,9 @@ class FakeLangfuse:
                     continue
                 fault.times -= 1
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+                if fault.raw is not None:
+                    return web.Response(body=fault.raw, status=fault.status, headers=headers,
+                                        content_type="text/html")
                 return web.json_response(fault.body or {"message": f"fault {fault.status}"},
                                          status=fault.status, headers=headers)
         return await handler(request)

@@ -133,6 +133,21 @@ def test_retries_honour_retry_after(fake: FakeLangfuse, tmp_path: Path) -> None:
     assert read.fingerprint["complete"] and len(read.by_id()) == 80
 
 
+@pytest.mark.parametrize("body", [b"<html><body>Sign in</body></html>", b"", b'{"data": [',
+                                  b"\xff\xfe not utf-8"])
+@pytest.mark.parametrize("after", [0, 1])
+def test_a_page_that_is_not_json_stops_its_stream_with_a_reject(
+        fake: FakeLangfuse, tmp_path: Path, body: bytes, after: int) -> None:
+    """A 200 whose body is not JSON (a proxy's login page, a cut connection) is a fault of
+    the listing: its stream stops with a reject that says so, and what was read stays."""
+    fake.faults.append(Fault(_obs_path(fake), 200, raw=body, after=after))
+    read = read_all(tmp_path, import_scores=False, concurrency=1, shards=1, page_size=10)
+    stopped = [r for r in read.rejects if "stopped" in r["reason"]]
+    assert len(stopped) == 1 and "not JSON" in stopped[0]["reason"], read.rejects
+    assert not read.fingerprint["complete"]
+    assert len(read.by_id()) == (10 if after else 0)
+
+
 def test_too_heavy_halves_the_page_size(fake: FakeLangfuse, tmp_path: Path) -> None:
     fake.heavy_limit = 7
     read = read_all(tmp_path, shards=1)
