@@ -31,6 +31,11 @@ def markdown(runs: list[RunData], verdicts: list[dict[str, Any]], html_name: str
                      + (f" ({excluded})" if excluded else "")
                      + f" · rejected {fmt(m.get('n_rejects'))}")
         lines.append("")
+        if run.offline_judges:
+            lines.append(f"**OFFLINE**: {_md(', '.join(run.offline_judges))} scored without a "
+                         "model (deterministic stand-ins, not judgments); metrics marked "
+                         "[offline] rest on them.")
+            lines.append("")
         fired = [a for a in run.alerts if a.get("value") is not None or a.get("severity")]
         for a in fired:
             lines.append(f"- **{_md(a.get('severity'))}**: {_md(a.get('message'))}")
@@ -43,7 +48,8 @@ def markdown(runs: list[RunData], verdicts: list[dict[str, Any]], html_name: str
                       "| --- | ---: | ---: | ---: | ---: | ---: |"]
             for r in rows:
                 raw = idx.get((r["metric"] + ".raw", "all"))
-                lines.append(f"| {_md(r['metric'])} | {fmt(r['value'])} | "
+                name = r["metric"] + (" [offline]" if run.is_offline(r["metric"]) else "")
+                lines.append(f"| {_md(name)} | {fmt(r['value'])} | "
                              f"{ci_text(r['ci_low'], r['ci_high'])} | "
                              f"{fmt(raw['value']) if raw else ''} | "
                              f"{fmt(r['n_judged'])} / {fmt(r['n_attempted'])} | "

@@ -61,6 +61,21 @@ class RunData:
     def experiment(self) -> str:
         return str(self.manifest.get("experiment", self.run_dir.parent.name))
 
+    @property
+    def offline_judges(self) -> list[str]:
+        """Judges that scored without a model (deterministic stand-ins, not judgments)."""
+        return list(self.manifest.get("offline_judges") or [])
+
+    def is_offline(self, metric: str) -> bool:
+        """Whether metric row ``metric`` rests on an offline judge's stand-ins (its instance,
+        the row name or the part before the first dot, reads one of them)."""
+        offline = set(self.offline_judges)
+        if not offline:
+            return False
+        configs = (self.manifest.get("config") or {}).get("metrics") or {}
+        conf = configs.get(metric) or configs.get(metric.split(".", 1)[0]) or {}
+        return bool(offline & {conf.get(k) for k in ("judge", "judge_a", "judge_b")})
+
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "manifest.json"

@@ -112,8 +112,9 @@ def _headline(run: RunData) -> str:
         raw_cells = (value_cell(raw) + f'<td class="ci">{raw_ci}</td>') if raw else \
             '<td class="num muted">—</td><td></td>'
         what = (m.get("details") or {}).get("what") or ""
+        name = m["metric"] + (" [offline]" if run.is_offline(m["metric"]) else "")
         rows.append(
-            f'<tr><td class="metric" title="{e(what)}">{e(m["metric"])}</td>{value_cell(m)}'
+            f'<tr><td class="metric" title="{e(what)}">{e(name)}</td>{value_cell(m)}'
             f'<td class="ci">{e(ci_text(m["ci_low"], m["ci_high"]))}</td>{raw_cells}'
             f'<td class="num">{e(fmt(m["n_judged"]))} / {e(fmt(m["n_attempted"]))}</td>'
             f'<td class="num">{e(fmt(m["n_excluded"]))}</td>'
@@ -123,6 +124,16 @@ def _headline(run: RunData) -> str:
     return table(["metric", "value (filtered)", "95% CI", "raw (before filters)", "raw CI",
                   "n used / attempted", "excluded", "unscored", "filter effect"], rows,
                  "headline")
+
+
+def _offline(run: RunData) -> str:
+    """A warning that some scores are offline stand-ins, so nobody reads them as judgments."""
+    if not run.offline_judges:
+        return ""
+    return (f'<div class="offline" role="alert"><b>OFFLINE</b>: '
+            f'{e(", ".join(run.offline_judges))} scored without a model: deterministic '
+            "stand-ins from content hashes (origin='offline'), not judgments; metrics marked "
+            "[offline] rest on them.</div>")
 
 
 def _overview(run: RunData) -> str:
@@ -364,6 +375,7 @@ def run_body(run: RunData, k: int) -> str:
     """Every section of one run (absent where the run has nothing to show)."""
     parts = [
         _overview(run),
+        _offline(run),
         section("alerts", "Alerts that fired", _alerts(run)),
         section("headline", "Headline numbers", _headline(run),
                 "Filtered values are over the records the filters kept; raw values are over "

@@ -229,3 +229,24 @@ def test_ci_installs_chromium_and_requires_the_browser_tests() -> None:
     ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
     assert "apt-get install" in ci and "chromium" in ci
     assert "EVALKIT_REQUIRE_BROWSER=1" in ci
+
+
+def test_offline_stand_ins_are_marked_on_the_page_and_in_the_markdown(tmp_path: Path) -> None:
+    """An offline judge's scores are deterministic stand-ins: the page and the Markdown say
+    so at the top and mark every metric resting on them, as the run summary does."""
+    run_cli("run", "+experiment=agent_sessions", "runner.report=true", cwd=tmp_path)
+    (run_dir,) = (tmp_path / "runs" / "agent_sessions").iterdir()
+    offline = json.loads((run_dir / "manifest.json").read_text())["offline_judges"]
+    assert offline
+    text = (run_dir / "report.html").read_text()
+    banner = re.search(r'<div class="offline"[^>]*>(.*?)</div>', text, re.S)
+    assert banner and all(name in banner.group(1) for name in offline)
+    assert re.search(r'class="metric"[^>]*>[^<]+ \[offline\]<', text)
+    md = (run_dir / "report.md").read_text()
+    assert "**OFFLINE**" in md and "[offline]" in md
+    quick = tmp_path / "q"
+    quick.mkdir()
+    run_cli("run", "+experiment=quickstart", "runner.report=true", cwd=quick)
+    (plain,) = (quick / "runs" / "quickstart").iterdir()
+    assert "[offline]" not in (plain / "report.html").read_text()
+    assert "OFFLINE" not in (plain / "report.md").read_text()
