@@ -3,6 +3,7 @@ with the judge cache and litellm's price list kept local."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,16 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
 
 
 def run_dirs(root: Path, experiment: str) -> list[Path]:
-    """The run directories of ``experiment`` under ``root/runs``, oldest first."""
+    """The run directories of ``experiment`` under ``root/runs``, oldest first: by the time
+    each started (run ids made in the same second sort by their random part, not by time)."""
     base = root / "runs" / experiment
-    return sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    if not base.is_dir():
+        return []
+
+    def started(path: Path) -> tuple[str, str]:
+        try:
+            return json.loads((path / "manifest.json").read_text())["started_at"], path.name
+        except (OSError, ValueError, KeyError):
+            return "", path.name
+
+    return sorted((p for p in base.iterdir() if p.is_dir()), key=started)
