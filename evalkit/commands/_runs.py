@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.errors import EvalkitError
-from evalkit.results.runs import FINISHED, read_manifest
+from evalkit.results.runs import FINISHED, read_manifest, writer_gone
 
 
 def find_run(ref: str, runs_dir: Path, command: str, unfinished: bool = False) -> Path:
@@ -51,6 +51,8 @@ def latest_run(runs_dir: Path, command: str) -> Path:
 
 def _finished(run_dir: Path, command: str, unfinished: bool) -> Path:
     status = (read_manifest(run_dir) or {}).get("status")
+    if status == "running" and writer_gone(run_dir):
+        status = "interrupted"  # killed: its manifest could not say so
     if unfinished or status == FINISHED:
         return run_dir
     raise EvalkitError(f"{command}: run {run_dir} is '{status}', not finished: its tables may "

@@ -99,6 +99,13 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
     if every:
         manifests = ", ".join(sql_literal(str(d / "manifest.json")) for d in every)
         sql = f"SELECT * FROM read_json([{manifests}], columns={{{cols}}})"
+        gone = [d for d, status in listed_runs if status == "interrupted"]
+        if gone:  # killed runs' manifests still say running: list them as list_runs does
+            keys = ", ".join(f"({sql_literal(d.parent.name)}, {sql_literal(d.name)})"
+                             for d in gone)
+            sql = ("SELECT * REPLACE (CASE WHEN status = 'running' AND (experiment, run_id) "
+                   f"IN (VALUES {keys}) THEN 'interrupted' ELSE status END AS status) "
+                   f"FROM ({sql})")
     else:
         sql = "SELECT " + ", ".join(
             f'CAST(NULL AS {t}) AS "{k}"' for k, t in RUNS_COLUMNS.items()

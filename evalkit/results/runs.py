@@ -1,18 +1,23 @@
 """Which runs a reader sees. A run directory's ``manifest.json`` says its status: ``running``
-(written first, and left so by a killed run), then ``ok``, ``failed`` or ``interrupted``.
+(written first), then ``ok``, ``failed`` or ``interrupted``. A killed run cannot rewrite its
+manifest, so a ``running`` run whose writer is gone (the pid in its ``.lock`` is no process
+on this machine, or it has no lock) is listed as ``interrupted``: readers never write.
 Only ``ok`` runs are complete, so queries read the tables of ``ok`` runs unless asked for
 every run; a directory without a manifest is never read."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FINISHED", "STATUSES", "TABLE_FILES", "list_runs", "read_manifest", "table_files"]
+__all__ = ["FINISHED", "LOCK", "STATUSES", "TABLE_FILES", "list_runs", "read_manifest",
+           "table_files", "writer_gone"]
 
 STATUSES = ("running", "ok", "failed", "interrupted")
 FINISHED = "ok"
+LOCK = ".lock"  # held (flock) by the process writing the run; holds its pid
 
 # where each table lives inside runs/<experiment>/<run_id>/
 TABLE_FILES = {
@@ -40,8 +45,33 @@ def list_runs(root: Path) -> list[tuple[Path, str | None]]:
     for path in sorted(root.glob("*/*/manifest.json")):
         manifest = read_manifest(path.parent)
         if manifest is not None:
-            out.append((path.parent, manifest.get("status")))
+            status = manifest.get("status")
+            if status == "running" and writer_gone(path.parent):
+                status = "interrupted"
+            out.append((path.parent, status))
     return out
+
+
+def writer_gone(run_dir: Path) -> bool:
+    """Whether the process that wrote ``run_dir`` has ended: its lock file is missing or
+    names a pid that is no process here. A lock being written (no pid yet), a live pid or
+    one that cannot be checked counts as alive: a run is never called dead by mistake, only
+    left ``running`` (a reused pid) until it is resumed."""
+    try:
+        text = (run_dir / LOCK).read_text().strip()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not text.isdigit():
+        return False
+    try:
+        os.kill(int(text), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return False
 
 
 def table_files(dirs: list[Path], table: str) -> list[Path]:

@@ -17,12 +17,11 @@ from typing import IO, Any
 
 from evalkit.config import RunConfig
 from evalkit.errors import ConfigError, EvalkitError
-from evalkit.results.runs import FINISHED, read_manifest
+from evalkit.results.runs import FINISHED, LOCK, read_manifest
 from evalkit.results.writer import Progress, writing
 
 __all__ = ["Claim", "RunLocked", "claim", "run_id_of"]
 
-LOCK = ".lock"
 DONE = (FINISHED, "dry_run")  # statuses of runs that ended as they were asked to
 # runner keys that change where or how a run is reported, never what it holds: a resume may
 # set them differently from the run it finishes

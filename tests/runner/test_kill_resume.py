@@ -204,9 +204,10 @@ def test_a_killed_run_resumes_to_exactly_a_clean_run(outcomes, case):
     assert clean.resumed.returncode == 0, clean.resumed.stderr
     for proc in out.killed:
         assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-2000:])
-    # the killed run is listed as running; none of its rows is visible unless asked for
+    # the killed run is listed as interrupted (its process is gone); none of its rows is
+    # visible unless asked for
     seen = out.unfinished_seen
-    assert seen["runs"] == [("r1", "running")]
+    assert seen["runs"] == [("r1", "interrupted")]
     assert {t: seen[t] for t in ("records", "judgments", "metrics", "alerts", "rejects")} == \
         dict.fromkeys(("records", "judgments", "metrics", "alerts", "rejects"), 0)
     assert out.resumed.returncode == 0, out.resumed.stderr[-3000:]

@@ -157,4 +157,27 @@ def test_query_and_push_see_finished_runs_unless_asked(tmp_path):
     push = subprocess.run([EVALKIT, "push", "k", "--to", "langfuse"], cwd=tmp_path,
                           capture_output=True, text=True)
     assert push.returncode == 2
-    assert "'running'" in _error_line(push) and "--resume k" in push.stderr
+    assert "'interrupted'" in _error_line(push) and "--resume k" in push.stderr
+
+
+def test_a_running_run_whose_process_is_gone_reads_as_interrupted(tmp_path):
+    """A SIGKILL leaves the manifest saying ``running``; readers check the pid in the run's
+    lock and list a run whose writer is gone as ``interrupted`` (nothing is written)."""
+    from evalkit.results.runs import list_runs
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    for run_id, pid in (("dead", gone), ("alive", str(os.getpid())), ("nolock", None)):
+        run_dir = tmp_path / "runs" / "exp" / run_id
+        run_dir.mkdir(parents=True)
+        (run_dir / "manifest.json").write_text(json.dumps(
+            {"run_id": run_id, "experiment": "exp", "status": "running"}))
+        if pid is not None:
+            (run_dir / ".lock").write_text(pid)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    statuses = {d.name: s for d, s in list_runs(tmp_path / "runs")}
+    assert statuses == {"dead": "interrupted", "alive": "running", "nolock": "interrupted"}
+    con = connect(tmp_path / "runs")
+    assert dict(con.sql("SELECT run_id, status FROM runs").fetchall()) == statuses
+    con.close()
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
