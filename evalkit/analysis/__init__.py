@@ -3,4 +3,5 @@ how much it echoes its prompt, tool results that contradict themselves, citation
 Plain functions over Arrow columns and Python values: no plugin lives here, and nothing here
 imports a plugin module."""
 
-__all__ = ["citations", "echo", "echo_fast", "pipeline_failure", "ranking", "tool_results"]
+__all__ = ["citations", "echo", "echo_fast", "metadata", "pipeline_failure", "ranking",
+           "tool_results"]

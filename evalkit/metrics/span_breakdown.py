@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
+from evalkit.analysis.metadata import metadata_objects
 from evalkit.metrics._signals import metric_row
 from evalkit.plugin import Metric
 
@@ -37,14 +36,7 @@ class SpanBreakdownConfig:
 
 def record_spans(metadata: str | None) -> list[dict[str, Any]]:
     """The ``spans`` list of a record's metadata JSON ([] when there is none)."""
-    if not metadata:
-        return []
-    try:
-        meta = orjson.loads(metadata)
-    except orjson.JSONDecodeError:
-        return []
-    spans = meta.get("spans") if isinstance(meta, dict) else None
-    return [s for s in spans if isinstance(s, dict)] if isinstance(spans, list) else []
+    return metadata_objects(metadata, "spans")
 
 
 class SpanBreakdownMetric(Metric):

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 
+from evalkit.analysis.metadata import metadata_objects
 from evalkit.metrics._signals import SliceConfig, metric_row
 from evalkit.metrics._stats import mean_ci, slice_sql
 from evalkit.plugin import Metric
@@ -38,14 +38,7 @@ class ToolCorrectnessConfig(SliceConfig):
 
 def tool_calls(metadata: str | None) -> list[dict[str, Any]]:
     """The ``tool_calls`` list of a record's metadata JSON ([] when there is none)."""
-    if not metadata:
-        return []
-    try:
-        meta = orjson.loads(metadata)
-    except orjson.JSONDecodeError:
-        return []
-    calls = meta.get("tool_calls") if isinstance(meta, dict) else None
-    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    return metadata_objects(metadata, "tool_calls")
 
 
 class ToolCorrectnessMetric(Metric):
