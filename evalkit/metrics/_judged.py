@@ -23,6 +23,7 @@ from evalkit.metrics._signals import (
     value_groups,
 )
 from evalkit.metrics._stats import slice_sql
+from evalkit.plugin import Produces
 
 
 @dataclass(frozen=True)
@@ -146,3 +147,18 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
                      "details": {"what": "raw minus filtered: how much the filters moved the "
                                  "number", "by_filter": by_filter}})
     return rows
+
+
+def judged_cursor_group(config: Any) -> tuple[str, ...] | None:
+    """A judge metric's cursor group: metrics of one judge and slices share a cursor, hence
+    one judged table (:func:`judged_table`); ``None`` for a metric of no judge."""
+    if config.judge is None:
+        return None
+    return ("judged", config.judge, *config.slice_by)
+
+
+def value_produces(name: str, config: JudgeMetricConfig) -> Produces:
+    """What a one-value judge metric writes: its value, and with ``raw`` the raw one and the
+    filters' effect."""
+    extra = (f"{name}.raw", f"{name}.filter_effect") if config.raw else ()
+    return Produces((name, *extra), slice_by=tuple(config.slice_by))

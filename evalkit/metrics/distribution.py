@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.metrics._judged import judged_table
+from evalkit.metrics._judged import judged_cursor_group, judged_table
 from evalkit.metrics._signals import SliceConfig
 from evalkit.metrics._stats import (
     LARGE_N,
@@ -78,10 +78,7 @@ class DistributionMetric(Metric):
                         slice_by=tuple(self.config.slice_by))
 
     def cursor_group(self) -> tuple[str, ...] | None:
-        """Metrics of one judge and slices share a cursor, hence one judged table."""
-        if self.config.judge is None:
-            return None
-        return ("judged", self.config.judge, *self.config.slice_by)
+        return judged_cursor_group(self.config)
 
     def _table(self, con: Any) -> pa.Table:
         cfg = self.config

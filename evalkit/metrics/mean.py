@@ -7,7 +7,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
+from evalkit.metrics._judged import (
+    JudgeMetricConfig,
+    judge_metric_rows,
+    judged_cursor_group,
+    value_produces,
+)
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["MeanMetric"]
@@ -26,15 +31,10 @@ class MeanMetric(Metric):
         self.config = config
 
     def produces(self) -> Produces:
-        """The filtered value, and with ``raw`` the raw one and the filters' effect."""
-        extra = (f"{self.name}.raw", f"{self.name}.filter_effect") if self.config.raw else ()
-        return Produces((self.name, *extra), slice_by=tuple(self.config.slice_by))
+        return value_produces(self.name, self.config)
 
     def cursor_group(self) -> tuple[str, ...] | None:
-        """Metrics of one judge and slices share a cursor, hence one judged table."""
-        if self.config.judge is None:
-            return None
-        return ("judged", self.config.judge, *self.config.slice_by)
+        return judged_cursor_group(self.config)
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         def score(t: pa.Table) -> pa.Array:

@@ -9,7 +9,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.checks import check_flag_at, check_one_of
-from evalkit.metrics._judged import JudgeMetricConfig, judge_metric_rows
+from evalkit.metrics._judged import (
+    JudgeMetricConfig,
+    judge_metric_rows,
+    judged_cursor_group,
+    value_produces,
+)
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["COUNTS", "RateConfig", "RateMetric"]
@@ -50,15 +55,10 @@ class RateMetric(Metric):
         self.higher_is_better = config.count == "passed"
 
     def produces(self) -> Produces:
-        """The filtered value, and with ``raw`` the raw one and the filters' effect."""
-        extra = (f"{self.name}.raw", f"{self.name}.filter_effect") if self.config.raw else ()
-        return Produces((self.name, *extra), slice_by=tuple(self.config.slice_by))
+        return value_produces(self.name, self.config)
 
     def cursor_group(self) -> tuple[str, ...] | None:
-        """Metrics of one judge and slices share a cursor, hence one judged table."""
-        if self.config.judge is None:
-            return None
-        return ("judged", self.config.judge, *self.config.slice_by)
+        return judged_cursor_group(self.config)
 
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config
