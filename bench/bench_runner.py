@@ -27,22 +27,9 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 EVALKIT = str(BIN / "evalkit")
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "120"}
-PAGE = os.sysconf("SC_PAGE_SIZE")
+sys.path.insert(0, str(HERE.parent))  # the measuring helper the memory tests use
 
-
-def tree_rss(pid: int) -> int:
-    """Resident bytes of process ``pid`` and all its descendants (worker processes too)."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/statm") as fh:
-                total += int(fh.read().split()[1]) * PAGE
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                todo += [int(c) for c in fh.read().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # it just ended
-    return total
+from tests.reliability.procmem import tree_rss  # noqa: E402
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, int, float]:
