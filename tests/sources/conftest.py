@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -23,3 +24,15 @@ def read(source) -> SourceRead:
 def read_all(source) -> pa.Table:
     """The records of one read of ``source``."""
     return read(source).table
+
+
+class RejectsCtx(SimpleNamespace):
+    """The run a test source reads for, and the rejects its reads yielded (as dicts)."""
+
+
+def read_collecting(src) -> pa.Table:
+    """The records of one read of ``src``; its rejects go to ``src.ctx.rejects``."""
+    got = read_source(src.read())
+    src.ctx.rejects.extend({"location": r.location, "reason": r.reason, "raw": r.raw}
+                           for r in got.rejects)
+    return got.table

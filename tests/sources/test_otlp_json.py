@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -16,25 +15,15 @@ from omegaconf import OmegaConf
 from evalkit.config import load
 from evalkit.runner.pipeline import execute
 from evalkit.sources.otlp_json import OtlpJsonConfig, OtlpJsonSource, any_value
-from evalkit.testing import read_source
+from tests.sources.conftest import RejectsCtx, read_collecting
 
-
-class _Ctx(SimpleNamespace):
-    """The run a test source reads for, and the rejects its reads yielded (as dicts)."""
+read_all = read_collecting
 
 
 @pytest.fixture
 def ctx(tmp_path):
-    return _Ctx(run_id="r1", run_dir=tmp_path / "run", cache_dir=tmp_path / "cache",
-                rejects=[])
-
-
-def read_all(src):
-    """The records of one read of ``src``; its rejects go to ``src.ctx.rejects``."""
-    got = read_source(src.read())
-    src.ctx.rejects.extend({"location": r.location, "reason": r.reason, "raw": r.raw}
-                           for r in got.rejects)
-    return got.table
+    return RejectsCtx(run_id="r1", run_dir=tmp_path / "run", cache_dir=tmp_path / "cache",
+                      rejects=[])
 
 
 DATA = Path(__file__).resolve().parents[2] / "evalkit" / "data" / "agent_sessions"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,25 +13,15 @@ import pytest
 from evalkit.config import instance
 from evalkit.errors import ConfigError, SourceError
 from evalkit.sources.transcripts import TranscriptsConfig, TranscriptsSource
-from evalkit.testing import read_source
+from tests.sources.conftest import RejectsCtx, read_collecting
 
-
-class _Ctx(SimpleNamespace):
-    """The run a test source reads for, and the rejects its reads yielded (as dicts)."""
+read_all = read_collecting
 
 
 @pytest.fixture
 def ctx(tmp_path):
-    return _Ctx(run_id="r1", run_dir=tmp_path / "run", cache_dir=tmp_path / "cache",
-                rejects=[])
-
-
-def read_all(src):
-    """The records of one read of ``src``; its rejects go to ``src.ctx.rejects``."""
-    got = read_source(src.read())
-    src.ctx.rejects.extend({"location": r.location, "reason": r.reason, "raw": r.raw}
-                           for r in got.rejects)
-    return got.table
+    return RejectsCtx(run_id="r1", run_dir=tmp_path / "run", cache_dir=tmp_path / "cache",
+                      rejects=[])
 
 
 SID = "11111111-2222-4333-8444-555555555555"
