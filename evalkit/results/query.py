@@ -82,7 +82,9 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
         one = root / Path(run).resolve().relative_to(root)
         listed_runs = [(d, status) for d, status in listed_runs if d == one]
     con = duckdb.connect(config=dict(_SETTINGS))
-    con.execute("SET allowed_directories = ?", [[str(root) + os.sep]])
+    # no Python parameter in the query layer's own statements: binding one makes DuckDB
+    # import pandas (and numpy, pyarrow) when installed, most of a query's start-up
+    con.execute(f"SET allowed_directories = [{sql_literal(str(root) + os.sep)}]")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     every = [d for d, _ in listed_runs]
@@ -183,7 +185,9 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
                 else "; use --format/--out to save a result")
         raise QueryError(f"query: refused: only SELECT queries are allowed here, not "
                          f"{kind}{hint}")
-    (tree,) = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    if "\x00" in sql:  # (DuckDB's parser ends a statement there; a SQL literal cannot hold it)
+        raise QueryError("query: refused: the query contains a NUL character")
+    (tree,) = con.execute(f"SELECT json_serialize_sql({sql_literal(sql)})").fetchone()
     parsed = json.loads(tree)
     if parsed.get("error"):
         raise QueryError(f"query: refused: {parsed.get('error_message', 'not a SELECT')}")
