@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from evalkit.commands import compact
@@ -51,6 +53,8 @@ def test_compact_keeps_every_query_result_and_leaves_one_file(tmp_path: Path) ->
     out = run_cli("compact", cwd=tmp_path).stdout
     assert f"compacted 1 of 2 runs: {parts[0]} judgment parts into 1 files" in out
     assert [p.name for p in (dirs[0] / "judgments").iterdir()] == ["part-00000.parquet"]
+    # the parts' rows are gathered into row groups, not one row group per part
+    assert pq.ParquetFile(dirs[0] / "judgments" / "part-00000.parquet").num_row_groups == 1
     assert len(list((running / "judgments").glob("*.parquet"))) == parts[1]
     assert not list(dirs[0].glob(".judgments-*"))
     (running / "manifest.json").write_text(json.dumps(manifest))
@@ -61,6 +65,32 @@ def test_compact_keeps_every_query_result_and_leaves_one_file(tmp_path: Path) ->
     run_cli("compact", running.name, cwd=tmp_path)
     assert _answers(tmp_path) == before
     assert "compacted 0 of 2 runs" in run_cli("compact", cwd=tmp_path).stdout
+
+
+def test_row_groups_stay_bounded_and_keep_the_order(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "judgments").mkdir(parents=True)
+    (run_dir / "manifest.json").write_text(json.dumps({"status": "ok"}))
+    for k in range(7):  # parts of 30 rows; a row group holds 100 rows or 1,000 bytes
+        part = pa.table({"record_id": [f"r{k}-{i}" for i in range(30)],
+                         "value": [float(k * 30 + i) for i in range(30)]})
+        pq.write_table(part, run_dir / "judgments" / f"part-{k:05d}.parquet")
+    monkeypatch.setattr(compact, "ROW_GROUP_ROWS", 100)
+    assert compact.compact_run(run_dir) == 7
+    merged = pq.ParquetFile(run_dir / "judgments" / "part-00000.parquet")
+    sizes = [merged.metadata.row_group(i).num_rows for i in range(merged.num_row_groups)]
+    assert sizes == [120, 90]
+    assert merged.read().column("value").to_pylist() == [float(i) for i in range(210)]
+
+    for k in range(3):
+        pq.write_table(pa.table({"value": [1.0] * 200}),
+                       run_dir / "judgments" / f"part-{k + 1:05d}.parquet")
+    monkeypatch.setattr(compact, "ROW_GROUP_BYTES", 1000)  # 200 doubles: 1,600 bytes
+    assert compact.compact_run(run_dir) == 4
+    merged = pq.ParquetFile(run_dir / "judgments" / "part-00000.parquet")
+    sizes = [merged.metadata.row_group(i).num_rows for i in range(merged.num_row_groups)]
+    assert sizes == [210, 200, 200, 200]
 
 
 def test_a_swap_a_crash_interrupted_is_put_back(tmp_path: Path) -> None:
