@@ -129,6 +129,16 @@ class Source(_Plugin):
         the manifest."""
         return {}
 
+    def shard(self, index: int, count: int) -> bool:
+        """``source.shard=index/count``, called before :meth:`read`: True when the source reads
+        only that shard of its input itself (Langfuse: its slice of the time window, so the
+        shards do not each fetch everything), and then every record, reject and imported
+        score it yields belongs to the shard, each in exactly one shard of ``count``, the
+        same on every machine. False (the default) leaves the cut to the runner: it keeps
+        what hashes to the shard by ``record_id``. Raise :class:`evalkit.errors.ConfigError`
+        when this config cannot be cut so."""
+        return False
+
 
 class Filter(_Plugin):
     """Marks records to set aside. Filters never drop: a marked record stays in ``records``

@@ -3,7 +3,9 @@ Its records, judgments and rejects are the shards' own, under the merged run's i
 metrics and alerts are computed again over the merged tables by the same metric plugins
 and config: never an average of per-shard figures (a rate's interval, a percentile or a
 kappa do not average). The merged run is written beside the shards in a hidden directory
-and renamed into place when complete; its manifest names the shards (``merged_from``)."""
+and renamed into place when complete; its manifest names the shards (``merged_from``) and
+carries their source fingerprints as one (``sources``: the window they split, complete when
+every shard's read was), so an incremental read continues after the merged run."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import Any
 from evalkit.commands._runs import find_run
 from evalkit.errors import ConfigError, EvalkitError
 
-__all__ = ["add_arguments", "main", "merge"]
+__all__ = ["add_arguments", "main", "merge", "merged_sources"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,6 +69,38 @@ def _check(manifests: list[dict[str, Any]], dirs: list[Path]) -> int:
     return n
 
 
+def merged_sources(manifests: list[dict[str, Any]], dirs: list[Path]) -> dict[str, Any]:
+    """The shards' source fingerprints as the merged run's: each shard's own part (``shard``)
+    dropped, ``complete`` when every shard's read was, numeric ``stats`` summed. Shards that
+    read a source in different windows (an incremental sweep that a run landing between its
+    shards moved) are refused: together they are not one window."""
+    out: dict[str, Any] = {}
+    for name, first in (manifests[0].get("sources") or {}).items():
+        fps = [((m.get("sources") or {}).get(name) or {}) for m in manifests]
+        if not isinstance(first, dict):
+            continue
+        for fp, d in zip(fps[1:], dirs[1:], strict=True):
+            if fp.get("window") != first.get("window"):
+                raise ConfigError(
+                    f"merge: run {d} read source '{name}' in the window {fp.get('window')}, "
+                    f"run {dirs[0]} in {first.get('window')}; merge the shards of one window "
+                    "(run the sweep again with a fixed source.from_time and source.to_time)")
+        fp = {k: v for k, v in first.items() if k != "shard"}
+        if "complete" in first:
+            fp["complete"] = all(f.get("complete") for f in fps)
+        if "resumed" in first:
+            fp["resumed"] = any(f.get("resumed") for f in fps)
+        if isinstance(first.get("stats"), dict):
+            stats: dict[str, Any] = {}
+            for f in fps:
+                for k, v in (f.get("stats") or {}).items():
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        stats[k] = stats.get(k, 0) + v
+            fp["stats"] = stats
+        out[name] = fp
+    return out
+
+
 def _set_run_id(table: Any, run_id: str) -> Any:
     import pyarrow as pa
 
@@ -94,6 +128,7 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
     dirs = [dirs[k] for k in order]
     manifests = [manifests[k] for k in order]
     n = _check(manifests, dirs)
+    sources = merged_sources(manifests, dirs)
     config = copy.deepcopy(manifests[0]["config"])
     config["source"].pop("shard", None)
     register_resolvers()
@@ -139,6 +174,7 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
             "run_dir": str(final), "config": config,
             "sweep_id": None, "sweep_job": None,
             "merged_from": [m["run_id"] for m in manifests], "shards": n,
+            "sources": sources,
             "n_records": writer.n_records,
             "n_excluded": sum(m.get("n_excluded") or 0 for m in manifests),
             "n_rejects": sum(m.get("n_rejects") or 0 for m in manifests),

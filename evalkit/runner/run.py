@@ -38,7 +38,7 @@ from evalkit.runner.lifecycle import Claim, claim, run_id_of
 from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
 from evalkit.runner.result import RunResult
-from evalkit.runner.shard import sharded
+from evalkit.runner.shard import runner_cut, sharded
 from evalkit.runner.summary import offline_judges
 
 __all__ = ["apply_filters", "execute", "new_run_id"]
@@ -127,7 +127,8 @@ def execute(rc: RunConfig) -> RunResult:
     ctx = RunContext(run_id=run_id, experiment=rc.experiment, run_dir=run_dir,
                      runs_dir=runs_dir, cache_dir=cache_dir, dry_run=rc.runner.dry_run)
     # plugins are built before the run directory exists: a bad path or setting leaves no trace
-    plugins = _Plugins(source=_make(rc.source, ctx),
+    source = _make(rc.source, ctx)
+    plugins = _Plugins(source=source, shard=runner_cut(source, rc.source_shard),
                        filters=[(i, _make(i, ctx)) for i in rc.filters],
                        judges=[(i, _make(i, ctx)) for i in rc.judges],
                        metrics=[(i, _make(i, ctx)) for i in rc.metrics],
@@ -156,6 +157,7 @@ class _Plugins:
     judges: list[tuple[PluginInstance, Any]]
     metrics: list[tuple[PluginInstance, Any]]
     sinks: list[tuple[PluginInstance, Any]]
+    shard: tuple[int, int] | None = None  # the shard the runner cuts (not the source)
 
 
 def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started: datetime,
@@ -185,7 +187,7 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     batches = 0
     try:
         t0 = time.perf_counter()
-        for item in limited(sharded(source.read(), rc.source_shard), rc.source_limit):
+        for item in limited(sharded(source.read(), plugins.shard), rc.source_limit):
             if isinstance(item, Reject):
                 reject_rows.append({"run_id": run_id, "source": rc.source.name,
                                     "location": item.location, "reason": item.reason,

@@ -3,7 +3,11 @@
 lands in exactly one shard, whatever the batch sizes or the order the source reads in. The
 hash is of ``record_id`` (blake2b, the same on every machine and Python); a reject belongs to
 the shard its location hashes to, imported scores to the shard of their record. The shards of
-one logical run are put together by ``evalkit merge``."""
+one logical run are put together by ``evalkit merge``.
+
+A source that can cut its input itself says so (:meth:`evalkit.plugin.Source.shard`, e.g.
+Langfuse by time window, so each shard fetches only its part); the runner then keeps all it
+yields (:func:`runner_cut`)."""
 
 from __future__ import annotations
 
@@ -13,9 +17,9 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from evalkit.errors import ConfigError
-from evalkit.plugin import ImportedScores, Reject, SourceItem
+from evalkit.plugin import ImportedScores, Reject, Source, SourceItem
 
-__all__ = ["parse_shard", "shard_of", "sharded"]
+__all__ = ["parse_shard", "runner_cut", "shard_of", "sharded"]
 
 
 def parse_shard(value: object) -> tuple[int, int] | None:
@@ -32,6 +36,14 @@ def parse_shard(value: object) -> tuple[int, int] | None:
         raise ConfigError(f"source.shard: {value!r} is not a shard; set source.shard=i/n with "
                           "0 <= i < n (e.g. source.shard=0/4), or null for all records")
     return i, n
+
+
+def runner_cut(source: Source, shard: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The shard the runner still has to cut from what ``source`` yields: None when there is
+    no shard, or the source reads only its own (it may refuse the shard: ConfigError)."""
+    if shard is None or source.shard(*shard):
+        return None
+    return shard
 
 
 def shard_of(key: str | None, n: int) -> int:

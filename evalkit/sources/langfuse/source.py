@@ -14,11 +14,21 @@ Two API generations are in the field, and the source reads from both:
 heavy) halves the page size and goes on. Scores that point at observations the bulk list
 did not return are resolved by id (batched ``id`` filters on v4, one GET per id on v3); the
 ones the server cannot find are rejects.
+
+``source.shard=i/n`` cuts the window into ``n`` half-open slices of whole milliseconds,
+computed from the configured bounds alone (:func:`time_slices`), and shard ``i`` lists only
+the records of its slice: the shards fetch each record once between them. Scores are listed
+by their own time, which says nothing of their record's, so every shard lists the window's
+scores and keeps those of its records; a score target no listing of the shard returned is
+looked up by the one shard whose slice holds the target's first score, and kept there only
+when the target starts outside every other shard's slice. ``shard_by: record_id`` reads the
+whole window and leaves the cut to the runner (a hash of the record id).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import json
 import math
@@ -38,7 +48,7 @@ import pyarrow as pa
 from evalkit._fork import can_fork
 from evalkit._gc import gc_paused
 from evalkit.context import RunContext
-from evalkit.errors import SourceError
+from evalkit.errors import ConfigError, SourceError
 from evalkit.langfuse_client import (
     LangfuseClient,
     NotFound,
@@ -57,12 +67,13 @@ from evalkit.sources.langfuse.state import ReadState, last_window_end, spool_nam
 from evalkit.sources.langfuse.workers import PagePool
 
 __all__ = [
-    "APIS", "CURSOR_OBSERVATIONS_LIMIT", "LEVELS", "PAGE_LIMIT", "READS", "TYPES",
-    "LangfuseSource", "LangfuseSourceConfig",
+    "APIS", "CURSOR_OBSERVATIONS_LIMIT", "LEVELS", "PAGE_LIMIT", "READS", "SHARD_BY", "TYPES",
+    "LangfuseSource", "LangfuseSourceConfig", "time_slices",
 ]
 
 APIS = ("auto", "v3", "v4")
 READS = ("observations", "traces")
+SHARD_BY = ("time", "record_id")
 TYPES = ("SPAN", "GENERATION", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR",
          "EMBEDDING", "GUARDRAIL")
 LEVELS = ("DEBUG", "DEFAULT", "WARNING", "ERROR")
@@ -81,6 +92,9 @@ class LangfuseSourceConfig:
     last_days: float = 7.0  # length of the default window
     settle_s: float = 0.0  # leave the newest seconds to the next run (ingestion lag)
     incremental: bool = False  # start where the last successful run of this experiment ended
+    # source.shard=i/n: time (shard i lists only its slice of [from_time, to_time); needs
+    # to_time) or record_id (each shard reads the window, keeps what hashes to it)
+    shard_by: str = "time"
     types: list[str] = field(default_factory=lambda: ["GENERATION"])  # observation types; []: all
     name: str | None = None  # observation (or trace) name
     level: str | None = None  # DEBUG, DEFAULT, WARNING or ERROR
@@ -112,6 +126,7 @@ class LangfuseSourceConfig:
         refuse_keys_in_config(self.public_key, self.secret_key)
         _one_of("api", self.api, APIS)
         _one_of("read", self.read, READS)
+        _one_of("shard_by", self.shard_by, SHARD_BY)
         for t in self.types:
             _one_of("types", t, TYPES)
         if self.level is not None:
@@ -197,6 +212,38 @@ class LangfuseSource(Source):
         self.resumed = False
         self.complete = False
         self.stats: dict[str, Any] = {}
+        self.shard_spec: tuple[int, int] | None = None  # source.shard=i/n, however cut
+        self.time_shard: tuple[int, int] | None = None  # set when this source cuts by time
+
+    def shard(self, index: int, count: int) -> bool:
+        """``source.shard=index/count``: by time (the default), this read lists only its slice
+        of the window; by record id, the runner cuts what it yields."""
+        self.shard_spec = (index, count)
+        if self.config.shard_by == "record_id":
+            return False
+        if self.config.to_time is None:
+            raise ConfigError(
+                "source.to_time: Langfuse shards (source.shard=i/n) cut a fixed time window, "
+                "but without an end each shard takes its own 'now' and the slices would "
+                "overlap or miss records; set source.to_time (e.g. "
+                "source.to_time=2026-05-08T00:00:00Z), or shard by a hash of the record id "
+                "with source.shard_by=record_id")
+        self.time_shard = (index, count)
+        return True
+
+    def cuts(self) -> list[datetime]:
+        """The ``n + 1`` bounds of the time shards' slices (one slice when not time-sharded)."""
+        assert self.window is not None
+        start, end = self.window
+        count = self.time_shard[1] if self.time_shard else 1
+        return [time_slices(start, end, k, count)[0] for k in range(count)] + \
+            [time_slices(start, end, count - 1, count)[1]]
+
+    def records_window(self) -> tuple[datetime, datetime]:
+        """The part of the window whose records this read lists: its slice, when time-sharded."""
+        assert self.window is not None
+        return self.window if self.time_shard is None else \
+            time_slices(*self.window, *self.time_shard)
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -220,6 +267,8 @@ class LangfuseSource(Source):
                  "score_names": sorted(cfg.score_names), "fields": sorted(cfg.fields.items()),
                  "expand_metadata": sorted(cfg.expand_metadata),
                  "trace_context": cfg.trace_context}
+        if self.shard_spec is not None:  # the shards of one sweep never share progress
+            shape["shard"] = [*self.shard_spec, cfg.shard_by]
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
     def fingerprint(self) -> dict[str, Any]:
@@ -241,7 +290,17 @@ class LangfuseSource(Source):
             "resumed": self.resumed,
             "complete": self.complete,
             "stats": self.stats,
+            **({} if self.shard_spec is None else {"shard": self._shard_fingerprint()}),
         }
+
+    def _shard_fingerprint(self) -> dict[str, Any]:
+        assert self.shard_spec is not None
+        out: dict[str, Any] = {"index": self.shard_spec[0], "count": self.shard_spec[1],
+                               "by": self.config.shard_by}
+        if self.time_shard is not None and self.window is not None:
+            a, b = self.records_window()
+            out["window"] = {"from": mapping.iso(a), "to": mapping.iso(b)}
+        return out
 
     # -- the window ---------------------------------------------------------------------------
 
@@ -350,7 +409,8 @@ class _Reader:
                        for col, path in self.cfg.fields.items()]
         self.counts = {"records": 0, "pages": 0, "duplicates": 0, "rejected": 0,
                        "scores_read": 0, "scores_imported": 0, "scores_out_of_scope": 0,
-                       "resolved_by_id": 0, "unresolved": 0, "trace_context_missing": 0}
+                       "resolved_by_id": 0, "unresolved": 0, "trace_context_missing": 0,
+                       "scores_other_shard": 0}
         self._last_progress = time.monotonic()
         self._page_rejects: list[list[Any]] | None = None
         self.traces: dict[str, dict[str, Any]] = {}  # v3: trace context by trace id
@@ -451,9 +511,8 @@ class _Reader:
 
     # -- streams --------------------------------------------------------------------------------
 
-    def _shards(self) -> list[tuple[datetime, datetime]]:
-        assert self.src.window is not None
-        start, end = self.src.window
+    def _slices(self, start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
+        """``[start, end)`` cut into the slices read in parallel on v4 (``shards``)."""
         n = self.cfg.shards or self.cfg.concurrency
         step = (end - start) / n
         if step <= timedelta(0):
@@ -464,7 +523,8 @@ class _Reader:
     def _streams(self) -> list[_Stream]:
         cfg, api = self.cfg, self.src.api
         assert self.src.window is not None
-        start, end = self.src.window
+        start, end = self.src.records_window()
+        s_start, s_end = self.src.window  # scores: the whole window, in every shard
         out: list[_Stream] = []
         if api == "v3":
             limit = min(cfg.page_size or PAGE_LIMIT, PAGE_LIMIT)
@@ -484,12 +544,12 @@ class _Reader:
             if cfg.import_scores:
                 for n in cfg.score_names or [None]:
                     out.append(_Stream(f"sc-{n or 'all'}", "scores", f"{_P}/v2/scores", {
-                        "name": n, "fromTimestamp": mapping.iso(start),
-                        "toTimestamp": mapping.iso(end)}, True, limit))
+                        "name": n, "fromTimestamp": mapping.iso(s_start),
+                        "toTimestamp": mapping.iso(s_end)}, True, limit))
             return out
         obs_limit = min(cfg.page_size or CURSOR_OBSERVATIONS_LIMIT, CURSOR_OBSERVATIONS_LIMIT)
         score_limit = min(cfg.page_size or PAGE_LIMIT, PAGE_LIMIT)
-        for i, (a, b) in enumerate(self._shards()):
+        for i, (a, b) in enumerate(self._slices(start, end)):
             if cfg.read == "traces":
                 params = self._obs_params(None, a, b, v2=True)
                 params["isRootObservation"] = "true"
@@ -500,11 +560,11 @@ class _Reader:
                     out.append(_Stream(f"rec-{t or 'all'}-{i:03d}", "records",
                                        f"{_P}/v2/observations",
                                        self._obs_params(t, a, b, v2=True), False, obs_limit))
-            if cfg.import_scores:
-                out.append(_Stream(f"sc-{i:03d}", "scores", f"{_P}/v3/scores", {
-                    "name": ",".join(cfg.score_names) or None, "fields": "details,subject",
-                    "fromTimestamp": mapping.iso(a), "toTimestamp": mapping.iso(b)},
-                    False, score_limit))
+        for i, (a, b) in enumerate(self._slices(s_start, s_end) if cfg.import_scores else []):
+            out.append(_Stream(f"sc-{i:03d}", "scores", f"{_P}/v3/scores", {
+                "name": ",".join(cfg.score_names) or None, "fields": "details,subject",
+                "fromTimestamp": mapping.iso(a), "toTimestamp": mapping.iso(b)},
+                False, score_limit))
         return out
 
     def _obs_params(self, obs_type: str | None, start: datetime, end: datetime,
@@ -709,7 +769,8 @@ class _Reader:
                 try:
                     rows.append(mapping.score(raw))
                 except (ValueError, TypeError, AttributeError) as exc:
-                    self._reject(f"{where} item {i}", f"malformed score: {exc}", raw)
+                    if self._owns(f"{where} item {i}", raw):
+                        self._reject(f"{where} item {i}", f"malformed score: {exc}", raw)
             self.counts["scores_read"] += len(rows)
             self.scores.extend(rows)
             if self.state is not None:
@@ -841,12 +902,23 @@ class _Reader:
                 continue
             targets.setdefault(rid, []).append(sc)
         missing = [rid for rid in targets if rid not in self.seen]
+        if self.src.time_shard is not None and by_observation:
+            # targets this shard did not list are mostly other shards' records: only the
+            # shard whose slice holds a target's first score looks it up
+            own = self.src.time_shard[0]
+            mine = []
+            for rid in missing:
+                if self._slice_of(_first_time(targets[rid])) == own:
+                    mine.append(rid)
+                else:
+                    self.counts["scores_other_shard"] += len(targets.pop(rid))
+            missing = mine
         if missing and by_observation and self.cfg.resolve_score_targets:
             await self._resolve(missing, targets)
         rows = []
         for rid, scs in targets.items():
-            if rid not in self.seen:  # a trace or observation this read does not cover
-                self.counts["scores_out_of_scope"] += len(scs)
+            if rid not in self.seen:  # a trace or observation this read does not cover (or,
+                self.counts["scores_out_of_scope"] += len(scs)  # time-sharded, another's)
                 continue
             rows.extend(mapping.judgment(sc, rid) for sc in scs)
         self.counts["scores_imported"] = len(rows)
@@ -871,6 +943,8 @@ class _Reader:
                 self._reject(f"observation {obs_id}", f"referenced by score(s) "
                              f"{', '.join(score_ids)} but the server does not return it",
                              json.dumps(score_ids))
+            elif not self._mine(obs):  # in another shard's slice: that shard listed it
+                self.counts["scores_other_shard"] += len(targets.pop(obs_id))
             elif self._matches(obs):
                 in_scope.append(obs)
             else:
@@ -944,6 +1018,38 @@ class _Reader:
                 for key, value in context.items():
                     obs.setdefault(key, value)
 
+    def _slice_of(self, when: datetime | None) -> int:
+        """The time shard whose slice holds ``when`` (times outside the window: the nearest)."""
+        cuts = self.src.cuts()
+        if when is None:
+            return 0
+        return min(max(bisect.bisect_right(cuts, when) - 1, 0), len(cuts) - 2)
+
+    def _mine(self, obs: Mapping[str, Any]) -> bool:
+        """Whether an observation fetched by id for this time shard is its record: it starts
+        in this shard's slice, or outside the window (no shard listed it). Not time-sharded:
+        always."""
+        if self.src.time_shard is None:
+            return True
+        assert self.src.window is not None
+        try:
+            start = mapping.parse_time(obs.get("startTime"))
+        except ValueError:
+            start = None
+        if start is None or not self.src.window[0] <= start < self.src.window[1]:
+            return True
+        return self._slice_of(start) == self.src.time_shard[0]
+
+    def _owns(self, location: str, raw: Any) -> bool:
+        """Whether a malformed score (every time shard lists every score) is this shard's
+        reject: the shard its location and text hash to, so it is rejected once."""
+        if self.src.time_shard is None:
+            return True
+        index, count = self.src.time_shard
+        key = f"{location}\n{json_text(raw)}".encode()
+        digest = hashlib.blake2b(key, digest_size=8).digest()
+        return int.from_bytes(digest, "big") % count == index
+
     def _matches(self, obs: Mapping[str, Any]) -> bool:
         """Whether an observation fetched by id passes the filters it can be checked on."""
         cfg = self.cfg
@@ -969,6 +1075,34 @@ async def _cancel(tasks: Iterable[asyncio.Future[Any]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def time_slices(start: datetime, end: datetime, index: int, count: int
+                ) -> tuple[datetime, datetime]:
+    """Slice ``index`` of ``count`` of ``[start, end)``: half-open, in whole milliseconds (what
+    the API takes), each slice's end the next one's start, computed in integers from the bounds
+    alone, so every machine cuts the same slices and a record on a cut is in exactly one."""
+    unit = timedelta(milliseconds=1)
+    lo = (start - _EPOCH) // unit
+    hi = max(lo, (end - _EPOCH) // unit)
+    return (_EPOCH + unit * (lo + (hi - lo) * index // count),
+            _EPOCH + unit * (lo + (hi - lo) * (index + 1) // count))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _first_time(scores: list[dict[str, Any]]) -> datetime | None:
+    """The earliest timestamp of ``scores`` (None when none has one)."""
+    times = []
+    for sc in scores:
+        try:
+            when = mapping.parse_time(sc.get("timestamp"))
+        except ValueError:
+            continue
+        if when is not None:
+            times.append(when)
+    return min(times, default=None)
 
 
 def _meta_cursor(body: bytes, where: str = "page") -> str | None:

@@ -4,8 +4,9 @@ and the window of earlier runs, for incremental reads.
 Progress lives under ``<runs_dir>/.state/<experiment>/``: ``langfuse-<key>.json`` (position
 of every stream: pages done or the cursor, and the resolved window) and ``langfuse-<key>/``
 (what was already read, one Parquet or JSON file per page). ``<key>`` hashes the source's
-config, so two differently configured sources never share progress. An exclusive lock keeps
-the processes of a sweep from writing the same state; the ones that lose read without it.
+config and its shard (``source.shard=i/n``), so two differently configured sources, or two
+shards of one sweep, never share progress. An exclusive lock keeps the processes of a sweep
+from writing the same state; the ones that lose read without it.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ class ReadState:
 
 def last_window_end(runs_dir: Path, experiment: str, identity: str) -> tuple[str, str] | None:
     """(end of the window, run id) of the latest successful run of ``experiment`` whose
-    Langfuse source had the same ``identity`` (host and filters); None if there is none."""
+    Langfuse source had the same ``identity`` (host and filters), shards apart (their merged
+    run counts); None if there is none."""
     best: tuple[str, str] | None = None
     for manifest in (runs_dir / experiment).glob("*/manifest.json"):
         try:
@@ -108,6 +110,11 @@ def last_window_end(runs_dir: Path, experiment: str, identity: str) -> tuple[str
         except (OSError, ValueError):
             continue
         if data.get("status") != "ok" or data.get("dry_run"):
+            continue
+        # one shard (source.shard=i/n) covers only its part of the window: the next read
+        # starts after a whole run or the shards' merged run, and every shard of a sweep
+        # computes the same window whichever of them finished first
+        if ((data.get("config") or {}).get("source") or {}).get("shard"):
             continue
         for fp in (data.get("sources") or {}).values():
             if not isinstance(fp, dict) or fp.get("plugin") != "langfuse" or \

@@ -133,6 +133,9 @@ class FakeLangfuse:
         self.score_lag_s = 0.0
         self.received: list[dict[str, Any]] = []  # accepted POST /scores bodies
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        # objects sent, by endpoint ("... by id" for look-ups by id): the load a read puts on
+        # the server, e.g. that time-window shards fetch each observation once between them
+        self.served: dict[str, int] = {}
         self.violations: list[str] = []
         self.info: dict[str, Any] = {}  # what make_dataset built, for the tests to check
         self._sorted: list[tuple[float, str]] = []
@@ -449,6 +452,9 @@ class FakeLangfuse:
                          b"}"))
         return web.Response(body=body, content_type="application/json")
 
+    def _served(self, path: str, n: int) -> None:
+        self.served[path] = self.served.get(path, 0) + n
+
     def _gone(self) -> web.Response:
         return web.json_response({"message": "This endpoint is not available in Langfuse v4 "
                                   "(events_only mode)"}, status=404)
@@ -497,8 +503,10 @@ class FakeLangfuse:
         start = parse(q["fromTimestamp"]) if q.get("fromTimestamp") else None
         end = parse(q["toTimestamp"]) if q.get("toTimestamp") else None
         tags = set(q.get("tags", []))
+        by_id = False
         if q.get("filter"):  # `filter` replaces every simple parameter
             conds = json.loads(q["filter"])
+            by_id = any(c.get("column") == "id" for c in conds)
             items = [t for t in self.traces.values() if all(_cond(c, t, t) for c in conds)]
             start = end = None
             tags = set()
@@ -516,6 +524,7 @@ class FakeLangfuse:
         items.sort(key=lambda t: (t["timestamp"], t["id"]), reverse=True)
         groups = set((q.get("fields") or "core,io,scores,observations,metrics").split(","))
         data, meta = self._page(items, page, limit)
+        self._served("traces by id" if by_id else "traces", len(data))
         return self._json({"data": [self.render_trace(t, groups) for t in data], "meta": meta},
                           "Traces")
 
@@ -531,6 +540,7 @@ class FakeLangfuse:
         if items is None:  # the count query is what makes real page-based reads slow
             items = self._cache[key] = self.list_observations(q, v2=False)
         data, meta = self._page(items, page, limit)
+        self._served("observations", len(data))
         if self.validator is None:
             return self._prerendered(data, ("v1",), self.render_v1, meta)
         return self._json({"data": [self.render_v1(o) for o in data], "meta": meta},
@@ -542,6 +552,7 @@ class FakeLangfuse:
         obs = self.observations.get(request.match_info["id"])
         if obs is None or not self._visible(obs["id"]):
             return web.json_response({"message": "Observation not found"}, status=404)
+        self._served("observations by id", 1)
         return self._json(self.render_v1(obs), "ObservationsViewSingle")
 
     async def _observations_v2(self, request: web.Request) -> web.Response:
@@ -558,6 +569,8 @@ class FakeLangfuse:
         items = self.list_observations(q, v2=True, after=after, limit=limit + 1)
         more = len(items) > limit
         items = items[:limit]
+        by_id = any(c.get("column") == "id" for c in json.loads(q.get("filter") or "[]"))
+        self._served("v2/observations by id" if by_id else "v2/observations", len(items))
         meta: dict[str, Any] = {}
         if more:
             last = items[-1]
@@ -577,6 +590,7 @@ class FakeLangfuse:
             return paged
         q, page, limit = paged
         data, meta = self._page(self.list_scores(q), page, limit)
+        self._served("v2/scores", len(data))
         return self._json({"data": [self.render_score_v2(s) for s in data], "meta": meta},
                           "GetScoresResponse")
 
@@ -590,6 +604,7 @@ class FakeLangfuse:
             pos = _position(q["cursor"])
             items = [s for s in items if (s["timestamp"], s["id"]) < (pos["ts"], pos["id"])]
         page = items[:limit]
+        self._served("v3/scores", len(page))
         meta: dict[str, Any] = {"limit": limit}
         if len(items) > limit:
             last = page[-1]
