@@ -20,9 +20,9 @@ computed from the configured bounds alone (:func:`time_slices`), and shard ``i``
 the records of its slice: the shards fetch each record once between them. Scores are listed
 by their own time, which says nothing of their record's, so every shard lists the window's
 scores and keeps those of its records; a score target no listing of the shard returned is
-looked up by the one shard whose slice holds the target's first score, and kept there only
-when the target starts outside every other shard's slice. ``shard_by: record_id`` reads the
-whole window and leaves the cut to the runner (a hash of the record id).
+looked up by the one shard whose slice holds the target's first score, and kept there unless
+it starts in another shard's slice whose listing returns it. ``shard_by: record_id`` reads
+the whole window and leaves the cut to the runner (a hash of the record id).
 """
 
 from __future__ import annotations
@@ -943,7 +943,7 @@ class _Reader:
                 self._reject(f"observation {obs_id}", f"referenced by score(s) "
                              f"{', '.join(score_ids)} but the server does not return it",
                              json.dumps(score_ids))
-            elif not self._mine(obs):  # in another shard's slice: that shard listed it
+            elif not await self._mine(obs):  # another shard's slice listed it
                 self.counts["scores_other_shard"] += len(targets.pop(obs_id))
             elif self._matches(obs):
                 in_scope.append(obs)
@@ -1025,10 +1025,12 @@ class _Reader:
             return 0
         return min(max(bisect.bisect_right(cuts, when) - 1, 0), len(cuts) - 2)
 
-    def _mine(self, obs: Mapping[str, Any]) -> bool:
-        """Whether an observation fetched by id for this time shard is its record: it starts
-        in this shard's slice, or outside the window (no shard listed it). Not time-sharded:
-        always."""
+    async def _mine(self, obs: Mapping[str, Any]) -> bool:
+        """Whether an observation this time shard fetched by id (a score target it did not
+        list) is its record: yes unless it starts in another shard's slice and that shard's
+        listing returns it, which a listing of the millisecond it starts in tells (a listing
+        can miss an object, langfuse/langfuse#12842: no shard has it then, and the one that
+        looked it up keeps it, as the unsharded read does). Not time-sharded: always."""
         if self.src.time_shard is None:
             return True
         assert self.src.window is not None
@@ -1036,9 +1038,29 @@ class _Reader:
             start = mapping.parse_time(obs.get("startTime"))
         except ValueError:
             start = None
-        if start is None or not self.src.window[0] <= start < self.src.window[1]:
+        if start is None or not self.src.window[0] <= start < self.src.window[1] or \
+                self._slice_of(start) == self.src.time_shard[0]:
             return True
-        return self._slice_of(start) == self.src.time_shard[0]
+        return not await self._listed(obs, start)
+
+    async def _listed(self, obs: Mapping[str, Any], start: datetime) -> bool:
+        """Whether the records listing returns ``obs``: the listing of the millisecond it
+        starts in, with this read's filters (one small request)."""
+        assert self.client is not None
+        unit = timedelta(milliseconds=1)
+        a = _EPOCH + unit * ((start - _EPOCH) // unit)
+        obs_type = obs.get("type") if self.cfg.types else None
+        if self.src.api == "v4":
+            path = f"{_P}/v2/observations"
+            params = {**self._obs_params(obs_type, a, a + unit, v2=True), "fields": "core",
+                      "expandMetadata": None, "limit": CURSOR_OBSERVATIONS_LIMIT}
+        else:
+            path = f"{_P}/observations"
+            params = {**self._obs_params(obs_type, a, a + unit, v2=False), "page": 1,
+                      "limit": PAGE_LIMIT}
+        body = await self.client.get(path, params)
+        return any(isinstance(o, Mapping) and o.get("id") == obs.get("id")
+                   for o in _data(body, path))
 
     def _owns(self, location: str, raw: Any) -> bool:
         """Whether a malformed score (every time shard lists every score) is this shard's

@@ -54,7 +54,8 @@ def _listing(fake: FakeLangfuse) -> str:
 
 
 def _windows(requests: list[tuple[str, str, dict[str, Any]]]) -> set[tuple[str, str]]:
-    """The [from, to) of every request listing records."""
+    """The [from, to) of every request listing records (not the one-millisecond look-ups of a
+    score target in another slice: whether a listing returns it)."""
     out = set()
     for _, path, q in requests:
         if path.endswith(("/observations", "/traces")) and "filter" not in q:
@@ -64,7 +65,7 @@ def _windows(requests: list[tuple[str, str, dict[str, Any]]]) -> set[tuple[str, 
             conds = {c["operator"]: c["value"] for c in json.loads(q["filter"])
                      if c["column"] == "startTime"}
             out.add((conds[">="], conds["<"]))
-    return out
+    return {(a, b) for a, b in out if parse(b) - parse(a) != timedelta(milliseconds=1)}
 
 
 def test_the_slices_are_half_open_and_cover_the_window() -> None:
@@ -107,14 +108,32 @@ def test_time_shards_are_the_unsharded_read_fetched_once(fake: FakeLangfuse,
     # each shard asked only for its own slice of the window ...
     for i, got in enumerate(windows):
         assert got and all(CUTS[i] <= a < b <= CUTS[i + 1] for a, b in got), (i, got)
-    # ... so the observations were fetched once between the shards, not four times
-    assert fake.served[_listing(fake)] == served[_listing(fake)]
+    # ... so the observations were fetched once between the shards, not four times; shard 1
+    # looked gen-late-0 up by id (its score is in shard 1's slice) and found it listed
+    assert fake.served[_listing(fake)] == served[_listing(fake)] + 1
     by_id = f"{_listing(fake)} by id"
-    assert fake.served.get(by_id, 0) == served.get(by_id, 0) + 1  # gen-late-0, by shard 1
+    assert fake.served.get(by_id, 0) == served.get(by_id, 0) + 1
     for s in shards:
         fp = s.fingerprint
         assert fp["complete"] and fp["window"] == whole.fingerprint["window"]
         assert fp["shard"]["by"] == "time"
+
+
+def test_a_target_the_listing_misses_is_found_whatever_slice_its_score_is_in(
+        fake: FakeLangfuse, tmp_path: Path) -> None:
+    t = parse("2026-05-01T02:00:00Z")  # shard 0's slice; its only score in shard 2's
+    fake.add_observation(_obs("gen-lost-0", "trace-00003", "GENERATION", "llm-call", t,
+                              t + timedelta(seconds=1), None, "q", "an answer", 3))
+    fake.hidden_from_list.add("gen-lost-0")  # langfuse/langfuse#12842
+    fake.add_score(score("sc-lost", "hallucination", "NUMERIC", parse("2026-05-01T13:00:00Z"),
+                         observation="gen-lost-0", trace="trace-00003", value=0.5))
+    whole = read_all(tmp_path / "whole")
+    assert "gen-lost-0" in whole.by_id()
+    shards = [read_shard(tmp_path / f"s{i}", i, 4) for i in range(4)]
+    ids = [set(s.by_id()) for s in shards]
+    assert sum(map(len, ids)) == len(set().union(*ids)) == len(whole.by_id())
+    assert "gen-lost-0" in ids[2]  # no listing returns it: the shard that looked it up
+    assert _rows([r for s in shards for r in s.imported]) == _rows(whole.imported)
 
 
 def test_traces_shard_by_time_too(fake: FakeLangfuse, tmp_path: Path) -> None:
@@ -206,8 +225,8 @@ def test_time_shards_merge_into_the_unsharded_run(fake_v4: FakeLangfuse,
     run_cli("run", "-m", *common, "source.shard=0/4,1/4,2/4,3/4", cwd=tmp_path)
     shards = [d for d in run_dirs(tmp_path, "langfuse_audit") if d.name != "whole"]
     assert len(shards) == 4
-    # the shards fetched each observation once between them
-    assert fake_v4.served["v2/observations"] == served["v2/observations"]
+    # the shards fetched each observation once between them (and gen-late-0's start, once)
+    assert fake_v4.served["v2/observations"] == served["v2/observations"] + 1
     proc = run_cli("merge", *(d.name for d in shards), cwd=tmp_path)
     merged = tmp_path / proc.stdout.split(" into ")[1].strip().rstrip("/")
     whole = tmp_path / "runs" / "langfuse_audit" / "whole"
