@@ -339,6 +339,28 @@ class SourceSuite(_Suite):
         self._skip_if_it_calls_out()
         json.dumps(self.make(tmp_path).fingerprint())
 
+    def test_shards_it_cuts_itself_are_the_read_each_record_once(self, tmp_path: Path
+                                                                  ) -> None:
+        """A source whose :meth:`~evalkit.plugin.Source.shard` takes the cut: its shards'
+        records are the whole read's, each in one shard."""
+        self._skip_if_it_calls_out()
+        n = 3
+        shards: list[list[str]] = []
+        for i in range(n):
+            source = self.make(tmp_path)
+            if not source.shard(i, n):
+                return  # the runner cuts: by record id, the same for every source
+            shards.append([r for item in source.read() if isinstance(item, (pa.Table,
+                                                                               pa.RecordBatch))
+                           for r in conform(item, RECORDS, {"run_id": "x"}).column("record_id")
+                           .to_pylist()])
+        whole = [r for item in self._read(tmp_path) if isinstance(item, (pa.Table,
+                                                                          pa.RecordBatch))
+                 for r in conform(item, RECORDS, {"run_id": "x"}).column("record_id").to_pylist()]
+        got = [r for ids in shards for r in ids]
+        assert len(got) == len(set(got)), "a record in two shards"
+        assert set(got) == set(whole), "the shards are not the whole read"
+
 
 class SinkSuite(_Suite):
     """A sink honours its contract and its settings make a valid Config (pushing needs the

@@ -137,3 +137,52 @@ def test_source_suite_fails_unstable_or_repeated_ids(source, tmp_path: Path):
     suite = type("S", (SourceSuite,), {"plugin": source, "prepare": prepare})()
     with pytest.raises(AssertionError):
         suite.test_yields_records_rejects_and_scores_only(tmp_path)
+
+
+class Stable(Source):
+    """Reads ``path``; cuts ``source.shard=i/n`` itself, by position."""
+
+    Config = PathConfig
+    cut: tuple[int, int] | None = None
+
+    def shard(self, index, count):
+        self.cut = (index, count)
+        return True
+
+    def read(self):
+        rows = json.loads(Path(self.config.path).read_text())
+        i, n = self.cut or (0, 1)
+        yield pa.table({"record_id": [r for k, r in enumerate(rows) if k % n == i]})
+
+
+class Overlapping(Stable):
+    """Says it cuts its shard, but shard 1 also yields shard 0's first record."""
+
+    def read(self):
+        yield from super().read()
+        if self.cut and self.cut[0] == 1:
+            yield pa.table({"record_id": ["r0"]})
+
+
+class Losing(Stable):
+    """Says it cuts its shard, but the last shard yields nothing."""
+
+    def read(self):
+        if self.cut is None or self.cut[0] != self.cut[1] - 1:
+            yield from super().read()
+
+
+@pytest.mark.parametrize("source", [Stable, Overlapping, Losing])
+def test_source_suite_fails_shards_that_overlap_or_lose_records(source, tmp_path: Path):
+    def prepare(self, tmp_path):
+        path = tmp_path / "rows.json"
+        path.write_text(json.dumps([f"r{k}" for k in range(10)]))
+        return {"path": str(path)}
+
+    suite = type("S", (SourceSuite,), {"plugin": source, "prepare": prepare})()
+    check = suite.test_shards_it_cuts_itself_are_the_read_each_record_once
+    if source is Stable:
+        check(tmp_path)
+    else:
+        with pytest.raises(AssertionError, match="two shards|not the whole read"):
+            check(tmp_path)

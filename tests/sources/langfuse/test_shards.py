@@ -16,9 +16,10 @@ from fake_server import FakeLangfuse, Fault, _obs, parse, score
 
 from evalkit.errors import ConfigError, SourceError
 from evalkit.results.writer import write_json
-from evalkit.sources.langfuse import LangfuseSourceConfig
+from evalkit.sources.langfuse import LangfuseSource, LangfuseSourceConfig
 from evalkit.sources.langfuse.source import time_slices
 from evalkit.testing import read_source
+from evalkit.testing.suites import SourceSuite
 from tests.conftest import run_cli, run_dirs
 from tests.sources.langfuse.conftest import FROM, TO, WINDOW, Read, make_source, read_all
 
@@ -262,3 +263,11 @@ def test_merge_refuses_shards_of_different_windows(tmp_path: Path) -> None:
                               "complete": False, "stats": {"records": 6}}}
     with pytest.raises(ConfigError, match="merge: run .*b read source 'source' in the window"):
         merged_sources([manifest(CUTS[-1], True), manifest(CUTS[2], True)], dirs)
+
+
+@pytest.mark.usefixtures("fake_v4")
+class TestLangfuseConforms(SourceSuite):
+    """The conformance suite's checks, the shards' included, against the fake server."""
+
+    plugin = LangfuseSource
+    settings = {"from_time": FROM, "to_time": TO, "resolve_retry_s": 0.0, "progress": False}
