@@ -271,3 +271,24 @@ class TestLangfuseConforms(SourceSuite):
 
     plugin = LangfuseSource
     settings = {"from_time": FROM, "to_time": TO, "resolve_retry_s": 0.0, "progress": False}
+
+
+def test_record_id_shards_read_the_window_and_keep_their_hash(fake_v4: FakeLangfuse,
+                                                              tmp_path: Path) -> None:
+    from evalkit.runner.shard import runner_cut, sharded
+
+    whole = read_all(tmp_path / "whole")
+    fake_v4.served.clear()
+    got = []
+    for i in range(3):
+        source, _ = make_source(tmp_path, shard_by="record_id")
+        cut = runner_cut(source, (i, 3))
+        assert cut == (i, 3)  # the runner cuts, by a hash of the record id
+        got.append(Read(source, read_source(sharded(source.read(), cut))))
+        assert got[-1].fingerprint["shard"] == {"index": i, "count": 3, "by": "record_id"}
+    ids = [set(r.by_id()) for r in got]
+    assert sum(map(len, ids)) == len(set().union(*ids)) == len(whole.by_id())
+    assert _rows([r for s in got for r in s.imported]) == _rows(whole.imported)
+    assert _rows([r for s in got for r in s.rejects]) == _rows(whole.rejects)
+    # each shard read the whole window: three times the observations
+    assert fake_v4.served["v2/observations"] == 3 * (len(whole.by_id()) - 1)  # (1 hidden)
