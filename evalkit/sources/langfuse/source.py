@@ -420,6 +420,7 @@ class _Reader:
         self.columns = pa.schema([])  # set once the API generation is known
         self.pool: PagePool | None = None  # workers mapping v4 pages of records
         self._page_columns = _schema(self.cfg, "v4")  # what page_table fills
+        self._cuts: list[datetime] | None = None  # the time shards' bounds, once known
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -1020,7 +1021,9 @@ class _Reader:
 
     def _slice_of(self, when: datetime | None) -> int:
         """The time shard whose slice holds ``when`` (times outside the window: the nearest)."""
-        cuts = self.src.cuts()
+        if self._cuts is None:
+            self._cuts = self.src.cuts()
+        cuts = self._cuts
         if when is None:
             return 0
         return min(max(bisect.bisect_right(cuts, when) - 1, 0), len(cuts) - 2)
@@ -1038,7 +1041,10 @@ class _Reader:
             start = mapping.parse_time(obs.get("startTime"))
         except ValueError:
             start = None
-        if start is None or not self.src.window[0] <= start < self.src.window[1] or \
+        if self._cuts is None:
+            self._cuts = self.src.cuts()
+        # the window as the listings ask for it (whole milliseconds)
+        if start is None or not self._cuts[0] <= start < self._cuts[-1] or \
                 self._slice_of(start) == self.src.time_shard[0]:
             return True
         return not await self._listed(obs, start)

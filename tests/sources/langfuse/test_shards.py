@@ -137,6 +137,23 @@ def test_a_target_the_listing_misses_is_found_whatever_slice_its_score_is_in(
     assert _rows([r for s in shards for r in s.imported]) == _rows(whole.imported)
 
 
+def test_a_window_bound_finer_than_a_millisecond_cuts_as_the_listing_does(
+        fake_v4: FakeLangfuse, tmp_path: Path) -> None:
+    t = parse(CUTS[0])  # on the window's first millisecond; its score in shard 2's slice
+    fake_v4.add_observation(_obs("gen-first-0", "trace-00000", "GENERATION", "llm-call", t,
+                                 t + timedelta(seconds=1), None, "q", "an answer", 0))
+    fake_v4.add_score(score("sc-first", "hallucination", "NUMERIC",
+                            parse("2026-05-01T13:00:00Z"), observation="gen-first-0",
+                            trace="trace-00000", value=0.5))
+    start = "2026-05-01T00:00:00.000400Z"  # the API takes milliseconds: .000
+    whole = read_all(tmp_path / "whole", from_time=start)
+    assert "gen-first-0" in whole.by_id()
+    shards = [read_shard(tmp_path / f"s{i}", i, 4, from_time=start) for i in range(4)]
+    ids = [set(s.by_id()) for s in shards]
+    assert sum(map(len, ids)) == len(set().union(*ids)) == len(whole.by_id())
+    assert "gen-first-0" in ids[0]
+
+
 def test_traces_shard_by_time_too(fake: FakeLangfuse, tmp_path: Path) -> None:
     whole = read_all(tmp_path / "whole", read="traces")
     shards = [read_shard(tmp_path / f"s{i}", i, 3, read="traces") for i in range(3)]
