@@ -43,7 +43,7 @@ def connect(runs_dir: str = "runs", run: str | None = None,
 
         run_dir = find_run(run, Path(runs_dir), "connect", unfinished=include_unfinished)
     return ReadOnlyConnection(_connect(runs_dir, run=run_dir,
-                                       include_unfinished=include_unfinished))
+                                       include_unfinished=include_unfinished, lazy=True))
 
 
 def run(experiment: str | None = None, overrides: list[str] | tuple[str, ...] = (), *,

@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
 
         run = find_run(args.run, runs_dir, "query", unfinished=args.all_runs)
         runs_dir = run.resolve().parent.parent
-    con = connect(runs_dir, run=run, include_unfinished=args.all_runs)
+    con = connect(runs_dir, run=run, include_unfinished=args.all_runs, lazy=True)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 

@@ -21,8 +21,9 @@ goes through the same check, and results come back as data, never as DuckDB rela
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import QueryError
 from evalkit.results.columns import empty_select_sql, sql_literal
@@ -59,8 +60,8 @@ RUNS_COLUMNS = {
 
 
 def connect(runs_dir: str | os.PathLike[str] = "runs",
-            run: str | os.PathLike[str] | None = None, include_unfinished: bool = False
-            ) -> duckdb.DuckDBPyConnection:
+            run: str | os.PathLike[str] | None = None, include_unfinished: bool = False,
+            lazy: bool = False) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with views ``runs``, ``records``, ``judgments``,
     ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir`` (or over
     ``run`` only, a run directory under it), and ``latest``: the ``runs`` row of the run
@@ -73,7 +74,11 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
     The connection can read only ``runs_dir``: file access elsewhere is disabled and the
     settings are locked, so ``read_csv('/etc/passwd')`` fails. It is the raw connection:
     run queries through :func:`run_query` (or use :class:`ReadOnlyConnection`), which
-    refuses anything but a plain read, ``COPY ... TO`` inside the runs directory too."""
+    refuses anything but a plain read, ``COPY ... TO`` inside the runs directory too.
+
+    ``lazy``: the Parquet views are made by :func:`run_query` when a query first names them
+    (DuckDB reads the footer of each of a view's files to make it: over thousands of runs,
+    most of a query's time when every view is made up front)."""
     import duckdb
 
     root = Path(runs_dir).resolve()
@@ -89,14 +94,11 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
     con.execute("SET lock_configuration = true")
     every = [d for d, _ in listed_runs]
     shown = [d for d, status in listed_runs if include_unfinished or status == FINISHED]
-    for name in TABLE_FILES:
-        files = table_files(shown, name)
-        if files:
-            listed = ", ".join(sql_literal(str(p)) for p in files)
-            sql = f"SELECT * FROM read_parquet([{listed}], union_by_name=true)"
-        else:
-            sql = empty_select_sql(name)
-        _create_view(con, name, sql, root)
+    if lazy:
+        _PENDING[con] = {name: (shown, root) for name in TABLE_FILES}
+    else:
+        for name in TABLE_FILES:
+            _create_table_view(con, name, shown, root)
     cols = ", ".join(f"{k}: {sql_literal(v)}" for k, v in RUNS_COLUMNS.items())
     if every:
         manifests = ", ".join(sql_literal(str(d / "manifest.json")) for d in every)
@@ -118,6 +120,46 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
     return con
 
 
+# the Parquet views a lazy connection has not made yet: name -> (run directories, root)
+_PENDING: weakref.WeakKeyDictionary[Any, dict[str, tuple[list[Path], Path]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _create_table_view(con: duckdb.DuckDBPyConnection, name: str, dirs: list[Path],
+                       root: Path) -> None:
+    files = table_files(dirs, name)
+    if files:
+        listed = ", ".join(sql_literal(str(p)) for p in files)
+        sql = f"SELECT * FROM read_parquet([{listed}], union_by_name=true)"
+    else:
+        sql = empty_select_sql(name)
+    _create_view(con, name, sql, root)
+
+
+def _make_pending_views(con: duckdb.DuckDBPyConnection, tree: object) -> None:
+    """Make the pending views ``tree`` (a parse tree) names; all of them when it may list
+    or read views by other means (a table function, ``SHOW TABLES``, another schema)."""
+    pending = _PENDING.get(con)
+    if not pending:
+        return
+    named: set[str] = set()
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            kind = item.get("type")
+            if kind == "BASE_TABLE" and item.get("schema_name") in ("", "main"):
+                named.add(str(item.get("table_name", "")).strip('"').lower())
+            elif kind in ("BASE_TABLE", "TABLE_FUNCTION") or (
+                    kind == "SHOW_REF" and item.get("show_type") not in ("DESCRIBE", "SUMMARY")):
+                named.update(pending)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    for name in sorted(named & pending.keys()):
+        _create_table_view(con, name, *pending.pop(name))
+
+
 def _create_view(con: duckdb.DuckDBPyConnection, name: str, sql: str, root: Path) -> None:
     """``CREATE VIEW name AS sql``; a run file DuckDB may not read (a link that leaves the
     runs directory: DuckDB resolves links and refuses) is a one-line error."""
@@ -130,6 +172,8 @@ def _create_view(con: duckdb.DuckDBPyConnection, name: str, sql: str, root: Path
         raise QueryError(f"query: cannot read {where}: it leads outside the runs directory "
                          f"{root} (a symbolic link?); link the runs directory itself, or "
                          "pass --runs-dir where the runs really are") from None
+    except duckdb.Error as exc:  # a file that is not Parquet, a manifest that is not JSON
+        raise QueryError(f"query: {name}: {str(exc).splitlines()[0]}") from None
 
 
 # set when the connection is made, before the configuration is locked
@@ -164,10 +208,10 @@ them those that run SQL given as text (``query``, ``query_table``,
 ``enable_profiling``, ``truncate_duckdb_logs``) or read memory (``arrow_scan``)."""
 
 
-def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     """Raise :class:`QueryError` (one line) unless ``sql`` is exactly one statement that
     DuckDB's parser types ``SELECT`` and whose parse tree calls no table function outside
-    :data:`READ_TABLE_FUNCTIONS`."""
+    :data:`READ_TABLE_FUNCTIONS`. Returns the parse tree (``json_serialize_sql``)."""
     import json
 
     import duckdb
@@ -195,6 +239,7 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         if name.lower() not in READ_TABLE_FUNCTIONS:
             raise QueryError(f"query: refused: table function {name}() is not allowed here "
                              "(a query may only read the runs' tables and files)")
+    return parsed
 
 
 def _table_functions(node: object) -> set[str]:
@@ -227,10 +272,18 @@ def _execute(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
 
     if isinstance(con, ReadOnlyConnection):
         con = con._con
-    check_read_only(con, sql)
+    _make_pending_views(con, check_read_only(con, sql))
     cursor = con.cursor()
     try:
-        cursor.execute(sql, params)
+        try:
+            cursor.execute(sql, params)
+        except duckdb.CatalogException:
+            if not _PENDING.get(con):
+                raise
+            # a name the parse tree did not show (a view read by other means): make them all
+            for name, where in sorted(_PENDING.pop(con).items()):
+                _create_table_view(con, name, *where)
+            cursor.execute(sql, params)
     except duckdb.PermissionException as exc:
         cursor.close()
         raise QueryError(

@@ -14,8 +14,9 @@ import pytest
 
 import evalkit
 from evalkit.errors import QueryError
-from evalkit.results.query import run_query
-from evalkit.results.schemas import METRICS, conform
+from evalkit.results import query as query_module
+from evalkit.results.query import ReadOnlyConnection, connect, run_query
+from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
 from tests.conftest import run_cli
 
 
@@ -107,6 +108,51 @@ def test_query_imports_no_dataframe_library(project: Path) -> None:
              "JOIN runs USING (run_id) GROUP BY ALL", "--format", fmt], cwd=project,
             capture_output=True, text=True, check=True).stdout
         assert out.splitlines()[-1] == "[]", out
+
+
+LAZY_QUERIES = [
+    "SELECT judge, count(*), avg(value) FROM judgments GROUP BY ALL ORDER BY ALL",
+    "WITH j AS (SELECT * FROM judgments) SELECT count(*) FROM j JOIN records USING (record_id)",
+    "SELECT (SELECT count(*) FROM metrics), (SELECT count(*) FROM main.alerts)",
+    "SELECT run_id FROM latest JOIN rejects USING (run_id)",
+    "SHOW TABLES",
+    "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1",
+    "SELECT table_name FROM information_schema.tables ORDER BY 1",
+    "DESCRIBE judgments",
+    "SUMMARIZE SELECT value FROM Judgments",
+]
+
+
+@pytest.mark.parametrize("sql", LAZY_QUERIES)
+def test_views_made_when_named_answer_as_views_made_up_front(
+        project: Path, sql: str) -> None:
+    eager = ReadOnlyConnection(connect(project / "runs"))
+    assert evalkit.connect(str(project / "runs")).sql(sql).fetchall() == eager.sql(
+        sql).fetchall()
+
+
+def test_a_query_reads_only_the_tables_it_names(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # making a view reads the footer of each of its files: over thousands of runs, a
+    # query naming one table must not pay for the other four
+    run_dir = tmp_path / "runs" / "exp" / "r1"
+    (run_dir / "judgments").mkdir(parents=True)
+    pq.write_table(conform([{"run_id": "r1", "record_id": "a", "judge": "j", "value": 1.0}],
+                           JUDGMENTS), run_dir / "judgments" / "part-00000.parquet")
+    (run_dir / "records.parquet").write_bytes(b"not parquet")
+    (run_dir / "manifest.json").write_text('{"run_id": "r1", "experiment": "exp", '
+                                           '"status": "ok"}')
+    sql = "SELECT judge, value FROM judgments"
+    assert evalkit.connect(str(tmp_path / "runs")).sql(sql).fetchall() == [("j", 1.0)]
+    assert run_cli("query", sql, "--format", "csv", cwd=tmp_path).stdout == "judge,value\nj,1.0\n"
+    proc = run_cli("query", "SELECT count(*) FROM records", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "records" in proc.stderr and "records.parquet" in proc.stderr
+    # a view named in a way the parse tree does not show: every view is made, then the query
+    pq.write_table(conform([{"run_id": "r1", "record_id": "a"}], RECORDS),
+                   run_dir / "records.parquet")
+    monkeypatch.setattr(query_module, "_make_pending_views", lambda con, tree: None)
+    assert evalkit.connect(str(tmp_path / "runs")).sql(sql).fetchall() == [("j", 1.0)]
 
 
 def test_empty_runs_directory_has_typed_empty_views(tmp_path: Path) -> None:
