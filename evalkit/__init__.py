@@ -26,13 +26,17 @@ def connect(runs_dir: str = "runs", run: str | None = None,
     a run directory or ``latest``) makes the views hold that run only. The views hold the
     rows of finished (``ok``) runs only unless ``include_unfinished`` (see docs/runs.md);
     ``runs`` lists every run with its ``status``. A runs directory that does not exist is an
-    error, not empty views."""
+    error, not empty views. ``runs_dir`` may be a URL (``s3://bucket/prefix``)."""
     from pathlib import Path
 
     from evalkit.errors import QueryError
     from evalkit.results.query import ReadOnlyConnection
     from evalkit.results.query import connect as _connect
+    from evalkit.results.storage import is_remote
 
+    if is_remote(runs_dir):  # object storage (s3://...): see docs/runs.md
+        return ReadOnlyConnection(_connect(runs_dir, run=run,
+                                           include_unfinished=include_unfinished))
     if not Path(runs_dir).is_dir():
         raise QueryError(f"connect: no runs directory at '{Path(runs_dir).resolve()}'; run an "
                          "experiment first (evalkit run +experiment=quickstart) or pass the "

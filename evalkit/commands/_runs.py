@@ -6,6 +6,17 @@ from pathlib import Path
 
 from evalkit.errors import EvalkitError
 from evalkit.results.runs import FINISHED, read_manifest, writer_gone
+from evalkit.results.storage import is_remote, shown_url
+
+
+def local_runs_dir(runs_dir: str, command: str) -> Path:
+    """``--runs-dir`` as a local directory; a URL (object storage) is a one-line error: only
+    ``evalkit run`` and ``evalkit query`` work on runs there."""
+    if is_remote(runs_dir):
+        raise EvalkitError(f"{command} --runs-dir: {shown_url(runs_dir)} is on object storage; "
+                           f"{command} needs a local runs directory: copy the runs it should "
+                           "use to disk (aws s3 sync, or your store's tool) and pass that")
+    return Path(runs_dir)
 
 
 def find_run(ref: str, runs_dir: Path, command: str, unfinished: bool = False) -> Path:

@@ -21,7 +21,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from evalkit.commands._runs import find_run
+from evalkit.commands._runs import find_run, local_runs_dir
 
 __all__ = ["FINISHED", "add_arguments", "compact_run", "main"]
 
@@ -119,7 +119,7 @@ def compact_run(run_dir: Path) -> int | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    runs_dir = Path(args.runs_dir)
+    runs_dir = local_runs_dir(args.runs_dir, "compact")
     if args.runs:
         dirs = [find_run(ref, runs_dir, "compact") for ref in args.runs]
     else:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.commands._output import add_format_arguments, chosen_format, emit, number
-from evalkit.commands._runs import find_run
+from evalkit.commands._runs import find_run, local_runs_dir
 from evalkit.errors import EvalkitError
 
 __all__ = ["MAX_UNDEFINED", "add_arguments", "compare", "main"]
@@ -243,7 +243,7 @@ statistic (the metric given that it is defined) once that share is not negligibl
 
 
 def main(args: argparse.Namespace) -> int:
-    runs_dir = Path(args.runs_dir)
+    runs_dir = local_runs_dir(args.runs_dir, "compare")
     if args.n_boot < 0:
         raise EvalkitError("compare: --n-boot must be 0 or more")
     if not 0.0 < args.confidence < 1.0:

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evalkit.commands._runs import find_run
+from evalkit.commands._runs import find_run, local_runs_dir
 from evalkit.errors import ConfigError, EvalkitError
 
 __all__ = ["add_arguments", "main", "merge", "merged_sources"]
@@ -193,7 +193,7 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    runs_dir = Path(args.runs_dir)
+    runs_dir = local_runs_dir(args.runs_dir, "merge")
     try:
         dirs = [find_run(ref, runs_dir, "merge") for ref in args.runs]
         out = merge(dirs, runs_dir)

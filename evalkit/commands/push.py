@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from evalkit.commands._runs import find_run
+from evalkit.commands._runs import find_run, local_runs_dir
 from evalkit.errors import EvalkitError
 from evalkit.redact import mask_tree
 
@@ -41,7 +41,8 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.errors import PluginError
     from evalkit.registry import registry
 
-    run_dir = find_run(args.run, Path(args.runs_dir), "push", unfinished=args.all_runs)
+    run_dir = find_run(args.run, local_runs_dir(args.runs_dir, "push"), "push",
+                       unfinished=args.all_runs)
     try:
         cls = registry().get("sinks", args.to)
     except PluginError as exc:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from evalkit.commands._output import add_format_arguments, chosen_format, emit
 from evalkit.errors import QueryError
+from evalkit.results.storage import is_remote, shown_url
 
 __all__ = ["add_arguments", "main"]
 
@@ -16,7 +17,8 @@ __all__ = ["add_arguments", "main"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sql", help="one SELECT over the views runs, latest, records, "
                         "judgments, metrics, alerts, rejects")
-    parser.add_argument("--runs-dir", default="runs", help="the runs directory (default: runs)")
+    parser.add_argument("--runs-dir", default="runs", help="the runs directory, or a URL "
+                        "such as s3://BUCKET/PREFIX (default: runs)")
     parser.add_argument("--run", default=None, metavar="latest|ID",
                         help="the views hold this run only: its id, its directory, or latest "
                         "(the run that finished last)")
@@ -29,11 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from evalkit.results.query import connect, run_query
+    from evalkit.results.query import connect
 
     fmt = chosen_format(args.format, args.out)
     if fmt == "parquet" and not args.out:
         raise QueryError("query: --format parquet needs --out FILE.parquet")
+    if is_remote(args.runs_dir):  # object storage: see evalkit/results/storage.py
+        con = connect(args.runs_dir, run=args.run, include_unfinished=args.all_runs,
+                      key="--runs-dir")
+        return _answer(con, args, fmt, args.run, shown_url(args.runs_dir))
     runs_dir = Path(args.runs_dir)
     if not runs_dir.is_dir():
         raise QueryError(f"query: no runs directory at '{runs_dir.resolve()}'; run an "
@@ -46,6 +52,13 @@ def main(args: argparse.Namespace) -> int:
         run = find_run(args.run, runs_dir, "query", unfinished=args.all_runs)
         runs_dir = run.resolve().parent.parent
     con = connect(runs_dir, run=run, include_unfinished=args.all_runs, lazy=True)
+    return _answer(con, args, fmt, run.name if run is not None else None,
+                   f"{runs_dir.resolve()}")
+
+
+def _answer(con, args: argparse.Namespace, fmt: str, run: str | None, where: str) -> int:
+    from evalkit.results.query import run_query
+
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -61,8 +74,8 @@ def main(args: argparse.Namespace) -> int:
     if not rows:
         # say what was read: an empty result over the wrong directory looks like no data
         n_runs = con.sql("SELECT count(*) FROM runs").fetchone()[0]
-        what = f"run {run.name}" if run is not None else f"{n_runs} run(s)"
-        note = f"no rows; read {what} under {runs_dir.resolve()}/"
+        what = f"run {run}" if run is not None else f"{n_runs} run(s)"
+        note = f"no rows; read {what} under {where}/"
         if args.out or fmt not in ("table", "vertical"):
             print(f"evalkit: {note}", file=sys.stderr)
     emit(columns, rows, fmt, args.out, max_rows=args.max_rows, note=note)

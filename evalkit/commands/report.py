@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evalkit.commands._runs import find_run
+from evalkit.commands._runs import find_run, local_runs_dir
 from evalkit.errors import EvalkitError
 
 __all__ = ["add_arguments", "main"]
@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     if args.max_records < 0 or args.text_chars < 1 or args.n_boot < 0:
         raise EvalkitError("report: --max-records, --n-boot must be 0 or more and "
                            "--text-chars at least 1")
-    runs_dir = Path(args.runs_dir)
+    runs_dir = local_runs_dir(args.runs_dir, "report")
     dirs = [find_run(r, runs_dir, "report") for r in args.runs]
     files = write_report(dirs, Path(args.out) if args.out else None,
                          Limits(args.max_records, args.text_chars), args.n_boot)

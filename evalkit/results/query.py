@@ -28,9 +28,12 @@ from typing import TYPE_CHECKING, Any
 from evalkit.errors import QueryError
 from evalkit.results.columns import empty_select_sql, sql_literal
 from evalkit.results.runs import FINISHED, TABLE_FILES, list_runs, table_files
+from evalkit.results.storage import is_remote
 
 if TYPE_CHECKING:
     import duckdb
+
+    from evalkit.results.storage import RemoteRun
 
 __all__ = [
     "READ_TABLE_FUNCTIONS", "RUNS_COLUMNS", "check_read_only", "connect", "QueryResult",
@@ -60,8 +63,9 @@ RUNS_COLUMNS = {
 
 
 def connect(runs_dir: str | os.PathLike[str] = "runs",
-            run: str | os.PathLike[str] | None = None, include_unfinished: bool = False,
-            lazy: bool = False) -> duckdb.DuckDBPyConnection:
+            run: str | os.PathLike[str] | RemoteRun | None = None,
+            include_unfinished: bool = False, lazy: bool = False, key: str = "runs_dir"
+            ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with views ``runs``, ``records``, ``judgments``,
     ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir`` (or over
     ``run`` only, a run directory under it), and ``latest``: the ``runs`` row of the run
@@ -78,9 +82,15 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
 
     ``lazy``: the Parquet views are made by :func:`run_query` when a query first names them
     (DuckDB reads the footer of each of a view's files to make it: over thousands of runs,
-    most of a query's time when every view is made up front)."""
+    most of a query's time when every view is made up front).
+
+    ``runs_dir`` may be a URL (``s3://bucket/prefix?...``, see
+    :mod:`evalkit.results.storage`; ``run`` is then a run id, ``latest`` or a
+    :class:`~evalkit.results.storage.RemoteRun`); ``key`` names it in errors."""
     import duckdb
 
+    if is_remote(runs_dir):
+        return _connect_remote(str(runs_dir), run, include_unfinished, key)
     root = Path(runs_dir).resolve()
     listed_runs = list_runs(root)
     if run is not None:
@@ -158,6 +168,68 @@ def _make_pending_views(con: duckdb.DuckDBPyConnection, tree: object) -> None:
             stack.extend(item)
     for name in sorted(named & pending.keys()):
         _create_table_view(con, name, *pending.pop(name))
+
+
+# the pyarrow objects behind a remote runs directory's views, by connection: each cursor a
+# query runs on is a connection of its own and must have them registered too
+_REMOTE_OBJECTS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _connect_remote(url: str, run: object, include_unfinished: bool,
+                    key: str) -> duckdb.DuckDBPyConnection:
+    """:func:`connect` over a runs directory on object storage. DuckDB scans pyarrow datasets
+    over the runs' Parquet objects (columns and filters pushed down: only what a query
+    needs is fetched), registered before the configuration is locked; file access is off
+    altogether, so a query reads these views and nothing else, and cannot write."""
+    import json
+
+    import duckdb
+    import pyarrow as pa
+
+    from evalkit.results.storage import RemoteRun, open_runs_dir
+
+    remote = open_runs_dir(url, key)
+    listed = remote.list_runs()
+    if run is not None:
+        chosen = run if isinstance(run, RemoteRun) else remote.find(
+            listed, str(run), "query", unfinished=include_unfinished)
+        listed = [r for r in listed if r.path == chosen.path]
+    con = duckdb.connect(config=dict(_SETTINGS))
+    objects: dict[str, Any] = {}
+    shown = [r for r in listed if include_unfinished or r.status == FINISHED]
+    for name, pattern in TABLE_FILES.items():
+        files = [f for r in shown for f in r.table_files(pattern)]
+        if files:
+            objects[f"_evalkit_{name}"] = remote.dataset(files)
+            sql = f"SELECT * FROM _evalkit_{name}"
+        else:
+            sql = empty_select_sql(name)
+        objects.setdefault("_views", []).append((name, sql))
+    if listed:
+        # the manifests' flat part, typed as read_json types it for a local runs directory
+        objects["_evalkit_manifests"] = pa.table({
+            "manifest": [json.dumps(r.manifest, default=str) for r in listed],
+            "status": [r.status for r in listed]})
+        structure = json.dumps(RUNS_COLUMNS)
+        cols = ", ".join("status AS status" if k == "status" else f'm."{k}" AS "{k}"'
+                         for k in RUNS_COLUMNS)
+        sql = (f"SELECT {cols} FROM (SELECT json_transform(manifest, {sql_literal(structure)}) "
+               "AS m, status FROM _evalkit_manifests)")
+    else:
+        sql = "SELECT " + ", ".join(
+            f'CAST(NULL AS {t}) AS "{k}"' for k, t in RUNS_COLUMNS.items()
+        ) + " WHERE false"
+    views = [*objects.pop("_views"), ("runs", sql)]
+    for name, obj in objects.items():
+        con.register(name, obj)
+    for name, sql in views:
+        con.execute(f"CREATE VIEW {name} AS {sql}")
+    con.execute("CREATE VIEW latest AS SELECT * FROM runs WHERE status = 'ok' "
+                "ORDER BY finished_at DESC, run_id DESC LIMIT 1")
+    con.execute("SET enable_external_access = false")  # (no directory is allowed at all)
+    con.execute("SET lock_configuration = true")
+    _REMOTE_OBJECTS[con] = objects
+    return con
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, name: str, sql: str, root: Path) -> None:
@@ -274,6 +346,8 @@ def _execute(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
         con = con._con
     _make_pending_views(con, check_read_only(con, sql))
     cursor = con.cursor()
+    for name, obj in _REMOTE_OBJECTS.get(con, {}).items():
+        cursor.register(name, obj)
     try:
         try:
             cursor.execute(sql, params)

@@ -5,7 +5,11 @@ writes anything until it ends, so a second process with the same run id is refus
 An existing run is never written into again except by an explicit resume (``runner.resume``
 or ``evalkit run ... --resume RUN``), which needs the run's config unchanged and keeps the
 judgment parts of the batches it finished (:class:`evalkit.results.writer.Progress`);
-everything else the stopped run wrote is removed and written again."""
+everything else the stopped run wrote is removed and written again.
+
+A run whose runs directory is a URL (object storage) is :class:`Staged`: it runs in a local
+directory of its own, claimed as above, and is uploaded when it starts (its manifest) and
+when it ends (everything, the manifest last); it cannot be resumed."""
 
 from __future__ import annotations
 
@@ -13,14 +17,18 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from evalkit.config import RunConfig
-from evalkit.errors import ConfigError, EvalkitError
+from evalkit.errors import ConfigError, EvalkitError, RunDirError
+from evalkit.redact import mask
 from evalkit.results.runs import FINISHED, LOCK, read_manifest
 from evalkit.results.writer import Progress, writing
 
-__all__ = ["Claim", "RunLocked", "claim", "run_id_of"]
+if TYPE_CHECKING:
+    from evalkit.results.storage import RemoteRunsDir
+
+__all__ = ["Claim", "RunLocked", "Staged", "claim", "run_id_of", "stage_remote"]
 
 DONE = (FINISHED, "dry_run")  # statuses of runs that ended as they were asked to
 # runner keys that change where or how a run is reported, never what it holds: a resume may
@@ -158,3 +166,67 @@ def _clear(run_dir: Path, progress: Progress) -> None:
         with contextlib.suppress(FileNotFoundError):
             (run_dir / f"{name}.parquet").unlink()
     progress.write(run_dir)  # its whole lines only: one cut short must not run into the next
+
+
+@dataclass
+class Staged:
+    """A run whose runs directory is on object storage (:mod:`evalkit.results.storage`): it
+    runs in the local ``stage`` directory, and :meth:`publish` uploads what it wrote to
+    ``path`` in the store, the manifest last."""
+
+    remote: RemoteRunsDir
+    stage: Path  # a local directory of its own, removed when the run ends
+    path: str  # the run's directory inside the store's filesystem
+
+    @property
+    def url(self) -> str:
+        return self.remote.url_of(self.path)
+
+    def publish(self, run_dir: Path, manifest_only: bool = False) -> None:
+        """Upload ``run_dir``'s files (only its manifest when ``manifest_only``); a failed
+        upload is one line naming ``runner.runs_dir``."""
+        from evalkit.results.storage import publish_order
+
+        files = [run_dir / "manifest.json"] if manifest_only else \
+            publish_order(run_dir.rglob("*"), run_dir)
+        for local in files:
+            target = f"{self.path}/{local.relative_to(run_dir).as_posix()}"
+            try:
+                self.remote.upload(local, target)
+            except OSError as exc:
+                raise RunDirError(f"runner.runs_dir: cannot upload {local.name} to "
+                                  f"{self.remote.url_of(target)} ({mask(str(exc))[:200]}); "
+                                  "check the storage and its credentials, and run again") \
+                    from None
+
+    def close(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+
+def stage_remote(rc: RunConfig, run_id: str) -> Staged:
+    """Open and check ``runner.runs_dir`` (a URL), refuse what a run on object storage cannot
+    do (resume, report) or a run id already there, and choose a local staging directory."""
+    import tempfile
+
+    from evalkit.results.storage import open_runs_dir
+
+    remote = open_runs_dir(rc.runner.runs_dir, "runner.runs_dir")
+    if rc.runner.resume is not None:
+        raise ConfigError(f"runner.resume: a run on object storage ({remote.shown}) cannot be "
+                          "resumed; start it again under a new run id")
+    if rc.runner.report:
+        raise ConfigError(f"runner.report: no report is written for a run on object storage "
+                          f"({remote.shown}); set runner.report=false")
+    path = remote.path(rc.experiment, run_id)
+    previous = remote.read_json(f"{path}/manifest.json")
+    if previous is not None:
+        raise ConfigError(f"runner.run_id: run '{run_id}' already exists (status "
+                          f"{previous.get('status')}) in {remote.url_of(path)}; choose another "
+                          "run_id or leave it unset")
+    if remote.exists(path):
+        raise ConfigError(f"runner.run_id: {remote.url_of(path)} already holds objects; "
+                          "choose another run_id or leave it unset")
+    stage = Path(tempfile.gettempdir()) / f"evalkit-stage-{os.getpid()}-{run_id}"
+    return Staged(remote, stage, path)

@@ -14,7 +14,7 @@ __all__ = ["RunResult"]
 @dataclass
 class RunResult:
     run_id: str
-    run_dir: Path
+    run_dir: Path | str  # a URL for a run on object storage
     manifest: dict[str, Any]
     metrics: pa.Table
     alerts: pa.Table

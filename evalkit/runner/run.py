@@ -25,6 +25,7 @@ from evalkit.errors import EvalkitError, RunDirError, RunInterrupted
 from evalkit.plugin import ImportedScores, Reject
 from evalkit.redact import mask
 from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
+from evalkit.results.storage import is_remote, writer_tag
 from evalkit.results.writer import RunWriter
 from evalkit.runner.alerts import (
     check_alerts,
@@ -34,7 +35,7 @@ from evalkit.runner.alerts import (
 )
 from evalkit.runner.hints import unmatched_fields, warn
 from evalkit.runner.judging import JudgeRunner, Judging
-from evalkit.runner.lifecycle import Claim, claim, run_id_of
+from evalkit.runner.lifecycle import Claim, Staged, claim, run_id_of, stage_remote
 from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
 from evalkit.runner.result import RunResult
@@ -120,7 +121,12 @@ def execute(rc: RunConfig) -> RunResult:
     started = datetime.now(timezone.utc)
     t_start = time.perf_counter()
     run_id = run_id_of(rc) or new_run_id()
-    runs_dir = Path(rc.runner.runs_dir)
+    staged = None  # a runs directory on object storage: the run is staged here, then uploaded
+    if is_remote(rc.runner.runs_dir):
+        staged = stage_remote(rc, run_id)
+        runs_dir = staged.stage
+    else:
+        runs_dir = Path(rc.runner.runs_dir)
     run_dir = runs_dir / rc.experiment / run_id
     cache_dir = Path(rc.runner.cache_dir or os.environ.get("EVALKIT_CACHE_DIR")
                      or Path.home() / ".cache" / "evalkit")
@@ -134,16 +140,24 @@ def execute(rc: RunConfig) -> RunResult:
                        metrics=[(i, _make(i, ctx)) for i in rc.metrics],
                        sinks=[(i, _make(i, ctx)) for i in rc.sinks])
     check_alerts(rc.alerts, plugins.metrics)
-    run = claim(run_dir, run_id, rc)
-    finished = False
     try:
-        result = _run(rc, ctx, plugins, run, started, t_start)
-        finished = True
-    except KeyboardInterrupt:
-        raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in {run_dir}; "
-                             f"finish it with: evalkit run ... --resume {run_id}") from None
+        run = claim(run_dir, run_id, rc)
+        finished = False
+        try:
+            result = _run(rc, ctx, plugins, run, started, t_start, staged)
+            finished = True
+        except KeyboardInterrupt:
+            if staged is not None:
+                raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in "
+                                     f"{staged.url}") from None
+            raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in "
+                                 f"{run_dir}; finish it with: evalkit run ... --resume "
+                                 f"{run_id}") from None
+        finally:
+            run.release(finished)
     finally:
-        run.release(finished)
+        if staged is not None:
+            staged.close()
     check_judge_errors(result.judgment_counts, result.manifest.get("judgment_errors") or {},
                        rc.runner.max_judge_error_rate)
     raise_on_fired(result.alerts, rc.runner.fail_on)
@@ -161,7 +175,7 @@ class _Plugins:
 
 
 def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started: datetime,
-         t_start: float) -> RunResult:
+         t_start: float, staged: Staged | None) -> RunResult:
     from evalkit.runner.summary import print_summary
 
     run_id, run_dir, source = ctx.run_id, ctx.run_dir, plugins.source
@@ -171,14 +185,19 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     manifest: dict[str, Any] = {
         "run_id": run_id, "experiment": rc.experiment, "status": "running",
         "started_at": (run.previous or {}).get("started_at", started.isoformat()),
-        "overrides": rc.overrides, "run_dir": str(run_dir), "config": rc.composed,
+        "overrides": rc.overrides, "run_dir": str(run_dir) if staged is None else staged.url,
+        "config": rc.composed,
         "sweep_id": (rc.sweep or {}).get("id"), "sweep_job": (rc.sweep or {}).get("job"),
     }
+    if staged is not None:  # readers on this machine can tell when a killed run's writer ended
+        manifest["writer"] = writer_tag()
     if run.previous is not None:
         manifest["resumed"] = [*run.previous.get("resumed", []),
                                {"at": started.isoformat(), "from": run.previous.get("status"),
                                 "kept_batches": writer.kept_batches}]
     writer.write_manifest(manifest)
+    if staged is not None:
+        staged.publish(run_dir, manifest_only=True)
     point("run_started")
     judging = Judging(judge_runner, writer, source)
     n_excluded: dict[str, int] = {}
@@ -245,6 +264,8 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
                         duration_s=time.perf_counter() - t_start)
         with contextlib.suppress(RunDirError):  # (a full disk must not hide the first error)
             writer.write_manifest(manifest)
+            if staged is not None:  # what it wrote, and why it stopped
+                staged.publish(run_dir)
         raise
     finally:
         judging.close()
@@ -287,7 +308,10 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     if plugins.sinks and not rc.runner.dry_run:
         manifest["sinks"] = _push(plugins.sinks, run_dir)
         writer.write_manifest(manifest)
-    result = RunResult(run_id, run_dir, manifest, metrics, alerts, counts)
+    if staged is not None:
+        staged.publish(run_dir)
+    result = RunResult(run_id, run_dir if staged is None else staged.url, manifest, metrics,
+                       alerts, counts)
     if rc.runner.summary:
         print_summary(rc, result, rejects)
     if rc.runner.report and not rc.runner.dry_run:

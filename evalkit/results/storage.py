@@ -1,0 +1,306 @@
+"""Runs directories on object storage: ``runner.runs_dir`` or ``--runs-dir`` given as a URL
+that pyarrow's filesystem layer opens (``s3://bucket/prefix``, with pyarrow's options in the
+query string: ``?region=...``, ``?endpoint_override=HOST:PORT&scheme=http`` for an
+S3-compatible server; ``gs://``, ``hdfs://``, ``abfs://`` where pyarrow supports them).
+
+Object stores have no rename and no lock, so a run is written elsewhere and published:
+it runs in a local staging directory exactly as a local run does, its ``manifest.json``
+(``status: running``) is uploaded when it starts, and when it ends every file it wrote is
+uploaded, the manifest with its final status last. An object appears only when its upload
+completes, and readers read a run's tables only when its manifest says ``ok``, so a run
+that was killed or failed is never read as data. Readers list the prefix once, read the
+manifests, and hand DuckDB pyarrow datasets over the Parquet objects (see
+:mod:`evalkit.results.query`).
+
+Credentials belong in the environment (``AWS_ACCESS_KEY_ID`` ...) or pyarrow's usual
+places; those written into the URL (``s3://KEY:SECRET@bucket/...``) work, and are masked
+wherever the URL is shown: :func:`shown_url` is the only form that is printed or stored.
+Nothing here imports pyarrow until a remote runs directory is opened."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from evalkit.errors import ConfigError
+from evalkit.redact import mask, register_url
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+__all__ = ["RemoteRun", "RemoteRunsDir", "is_remote", "open_runs_dir", "publish_order",
+           "shown_url", "writer_tag"]
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+_DENIED = ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+           "Forbidden", "403", "InvalidToken", "ExpiredToken", "UNRECOGNIZED_CLIENT")
+_UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Could not resolve",
+                "Connection refused", "timed out", "Timeout")
+_MANIFEST_READERS = 16  # manifests read at once (each is one small GET)
+
+
+def is_remote(runs_dir: object) -> bool:
+    """Whether ``runs_dir`` is a URL (``scheme://...``) rather than a local path."""
+    return isinstance(runs_dir, str) and bool(_SCHEME.match(runs_dir))
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed or stored: scheme, bucket and path only (no user-info,
+    no query string, which may hold credentials)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return mask(url.split("?", 1)[0])
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://{host}{parts.path}".rstrip("/")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return mask(text)[:240]
+
+
+def open_runs_dir(url: str, key: str) -> RemoteRunsDir:
+    """The runs directory at ``url``, checked: the URL parses, its filesystem is one pyarrow
+    knows, its bucket exists and answers with the credentials given. Anything else is one
+    :class:`~evalkit.errors.ConfigError` line naming ``key`` and the fix."""
+    register_url(url)  # the URL's credentials are masked in every message from here on
+    shown = shown_url(url)
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    try:
+        fs, root = pafs.FileSystem.from_uri(url)
+    except (pa.ArrowInvalid, ValueError, TypeError) as exc:
+        raise ConfigError(f"{key}: cannot open '{mask(url)}' ({_reason(exc)}); give a local "
+                          "directory or a URL such as s3://BUCKET/PREFIX (S3 options: "
+                          "?region=REGION, ?endpoint_override=HOST:PORT&scheme=http)") from None
+    except OSError as exc:  # (from_uri asks AWS for a bucket's region when none is given)
+        raise _access_error(key, shown, url, exc, None) from None
+    root = root.rstrip("/")
+    scheme = urlsplit(url).scheme
+    runs = RemoteRunsDir(fs=fs, root=root, scheme=scheme, key=key, shown=shown)
+    runs.check(url)
+    return runs
+
+
+def _access_error(key: str, shown: str, url: str, exc: BaseException,
+                  endpoint: str | None) -> ConfigError:
+    reason = _reason(exc)
+    if any(word in str(exc) for word in _DENIED):
+        return ConfigError(f"{key}: the storage refused the credentials for {shown} "
+                           f"({reason}); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                           "AWS_PROFILE) to credentials that may list, read and write it")
+    if any(word in str(exc) for word in _UNREACHABLE):
+        where = f"the endpoint {endpoint}" if endpoint else "the storage"
+        return ConfigError(f"{key}: cannot reach {where} for {shown} ({reason}); check the "
+                           "network, and endpoint_override=HOST:PORT and scheme=http|https "
+                           "in the URL")
+    return ConfigError(f"{key}: cannot use {shown} ({reason}); check the URL and the "
+                       "credentials")
+
+
+@dataclass
+class RemoteRun:
+    """One run under a remote runs directory: its manifest, its status as readers see it,
+    and its files (paths inside the filesystem, sorted)."""
+
+    path: str
+    experiment: str
+    run_id: str
+    manifest: dict[str, Any]
+    status: str | None
+    files: list[str] = field(default_factory=list)
+
+    def table_files(self, pattern: str) -> list[str]:
+        """The run's files matching ``pattern`` (relative to the run, as in
+        :data:`evalkit.results.runs.TABLE_FILES`)."""
+        return [f for f in self.files if fnmatch.fnmatchcase(f[len(self.path) + 1:], pattern)]
+
+
+@dataclass
+class RemoteRunsDir:
+    """A runs directory on a pyarrow filesystem: ``root`` is its path inside ``fs``."""
+
+    fs: pafs.FileSystem
+    root: str
+    scheme: str
+    key: str  # the setting it came from, for messages
+    shown: str  # its URL without credentials
+
+    def url_of(self, path: str) -> str:
+        """The printable URL of ``path`` (a path inside the filesystem)."""
+        return f"{self.scheme}://{path}"
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root, *parts]) if self.root else "/".join(parts)
+
+    def check(self, url: str) -> None:
+        """One request that proves the bucket (or root) is there and answers; it fails fast
+        (one attempt) so an unreachable endpoint is an error at once, not after retries."""
+        import pyarrow.fs as pafs
+
+        fs, endpoint = self.fs, None
+        if isinstance(fs, pafs.S3FileSystem):
+            options = fs.__reduce__()[1][0]
+            endpoint = options.get("endpoint_override") or None
+            fs = pafs.S3FileSystem(**options, retry_strategy=pafs.AwsStandardS3RetryStrategy(
+                max_attempts=1))
+            bucket = self.root.split("/", 1)[0]
+            if not bucket:
+                raise ConfigError(f"{self.key}: no bucket in '{mask(url)}'; give "
+                                  "s3://BUCKET/PREFIX")
+            target = bucket
+        else:
+            target = self.root
+        try:
+            info = fs.get_file_info(target)
+        except OSError as exc:
+            raise _access_error(self.key, self.shown, url, exc, endpoint) from None
+        if isinstance(self.fs, pafs.S3FileSystem) and info.type == pafs.FileType.NotFound:
+            raise ConfigError(f"{self.key}: there is no bucket '{target}' at {self.shown}; "
+                              "create it (aws s3 mb s3://" + target + ") or fix the URL")
+
+    def list_runs(self) -> list[RemoteRun]:
+        """Each run (``<experiment>/<run_id>/manifest.json``) under the root with a readable
+        manifest, in path order, with its status: a ``running`` run whose writer is known
+        to be gone (it ran on this machine and its process has ended) is ``interrupted``."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
+        try:
+            infos = self.fs.get_file_info(selector)
+        except OSError as exc:
+            raise _access_error(self.key, self.shown, self.shown, exc, None) from None
+        by_run: dict[str, list[str]] = {}
+        manifests = []
+        prefix = len(self.root) + 1 if self.root else 0
+        for info in infos:
+            if info.type != pafs.FileType.File:
+                continue
+            parts = info.path[prefix:].split("/")
+            if len(parts) < 3 or any(p.startswith(".") for p in parts):
+                continue
+            run_path = self.path(parts[0], parts[1])
+            by_run.setdefault(run_path, []).append(info.path)
+            if len(parts) == 3 and parts[2] == "manifest.json":
+                manifests.append(run_path)
+        manifests.sort(key=lambda p: p.split("/"))  # (the order of a local listing)
+        runs = []
+        for run_path, manifest in zip(manifests, self._read_manifests(manifests), strict=True):
+            if manifest is None:
+                continue
+            status = manifest.get("status")
+            if status == "running" and _writer_gone(manifest.get("writer")):
+                status = "interrupted"
+            experiment, run_id = run_path.rsplit("/", 2)[-2:]
+            runs.append(RemoteRun(run_path, experiment, run_id, manifest, status,
+                                  sorted(by_run[run_path])))
+        return runs
+
+    def find(self, runs: list[RemoteRun], ref: str, command: str,
+             unfinished: bool = False) -> RemoteRun:
+        """The run of ``runs`` named by ``ref``: a run id, or ``latest`` (the run that
+        finished last with status ``ok``); a finished run unless ``unfinished``."""
+        from evalkit.errors import EvalkitError
+
+        if ref == "latest":
+            done = [r for r in runs if r.status == "ok" and r.manifest.get("finished_at")]
+            if not done:
+                raise EvalkitError(f"{command}: no finished run under {self.shown}/; run an "
+                                   "experiment there first or fix " + self.key)
+            return max(done, key=lambda r: (str(r.manifest["finished_at"]), r.run_id))
+        hits = [r for r in runs if r.run_id == ref or self.url_of(r.path) == shown_url(ref)]
+        if len(hits) > 1:
+            raise EvalkitError(f"{command}: run id '{ref}' is in several experiments "
+                               f"({', '.join(self.url_of(h.path) for h in hits)}); pass the "
+                               "run's URL")
+        if not hits:
+            raise EvalkitError(f"{command}: no run '{ref}' under {self.shown}/<experiment>/; "
+                               "list runs with: evalkit query --runs-dir URL \"SELECT run_id, "
+                               "experiment FROM runs\"")
+        if not unfinished and hits[0].status != "ok":
+            raise EvalkitError(f"{command}: run {self.url_of(hits[0].path)} is "
+                               f"'{hits[0].status}', not finished: its tables may be partial "
+                               "(pass --all-runs to use it as it is)")
+        return hits[0]
+
+    def _read_manifests(self, run_paths: list[str]) -> list[dict[str, Any] | None]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if len(run_paths) <= 1:
+            return [self.read_json(f"{p}/manifest.json") for p in run_paths]
+        with ThreadPoolExecutor(min(_MANIFEST_READERS, len(run_paths))) as pool:
+            return list(pool.map(lambda p: self.read_json(f"{p}/manifest.json"), run_paths))
+
+    def read_json(self, path: str) -> dict[str, Any] | None:
+        """The JSON object at ``path``, or None when it is missing or not a JSON object."""
+        import json
+
+        try:
+            with self.fs.open_input_stream(path) as f:
+                data = json.loads(f.read())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def exists(self, path: str) -> bool:
+        import pyarrow.fs as pafs
+
+        try:
+            return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+        except OSError as exc:
+            raise _access_error(self.key, self.shown, self.shown, exc, None) from None
+
+    def dataset(self, files: list[str]) -> ds.Dataset:
+        """One pyarrow dataset over Parquet ``files``, its schema the union of theirs by
+        column name (as DuckDB's ``union_by_name``): a column an older run lacks is null."""
+        import pyarrow.dataset as ds
+
+        factory = ds.FileSystemDatasetFactory(self.fs, files, ds.ParquetFileFormat(),
+                                              ds.FileSystemFactoryOptions())
+        return factory.finish(factory.inspect(promote_options="permissive"))
+
+    def upload(self, local: Path, path: str) -> None:
+        """Copy the local file ``local`` to ``path``; the object appears when it is whole."""
+        import shutil
+
+        with open(local, "rb") as src, self.fs.open_output_stream(path) as dst:
+            shutil.copyfileobj(src, dst, 8 << 20)
+
+
+def writer_tag() -> dict[str, Any]:
+    """Who writes a remote run (kept in its manifest): readers on the same machine can tell
+    that a ``running`` run's process has ended."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _writer_gone(writer: object) -> bool:
+    if not isinstance(writer, dict) or writer.get("host") != socket.gethostname():
+        return False  # another machine's process: it cannot be checked from here
+    pid = writer.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return False
+
+
+def publish_order(files: Iterable[Path], run_dir: Path) -> list[Path]:
+    """The files of a staged run to upload, the manifest last; the lock, progress and
+    temporary files (names starting with a dot) stay behind."""
+    keep = [p for p in files if p.is_file()
+            and not any(part.startswith(".") for part in p.relative_to(run_dir).parts)]
+    return sorted(keep, key=lambda p: (p.name == "manifest.json", p.as_posix()))

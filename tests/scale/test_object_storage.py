@@ -1,0 +1,317 @@
+"""Runs on object storage: ``runner.runs_dir`` and ``--runs-dir`` may be an ``s3://`` URL.
+A run is written there whole (the manifest with its final status last), ``evalkit query``
+reads it there with the same views and results as on local disk, a killed or failed run is
+never read as data, bad URLs are one-line errors, and credentials in the URL are stored
+nowhere. The S3 server is moto's, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EVALKIT, run_cli
+
+pytestmark = pytest.mark.e2e  # runs evalkit end to end
+
+pytest.importorskip("moto.server")
+
+KEY_ID, SECRET = "AKIAEVALKITTESTKEY", "evalkitTestSecretValue42xyz"
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret",
+    "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+VIEWS = {
+    "records": "SELECT * FROM records ORDER BY run_id, record_id",
+    "judgments": "SELECT * EXCLUDE (latency_s) FROM judgments ORDER BY run_id, record_id, judge",
+    "metrics": "SELECT * FROM metrics ORDER BY run_id, metric, slice",
+    "alerts": "SELECT * FROM alerts ORDER BY ALL",
+    "rejects": "SELECT * FROM rejects ORDER BY ALL",
+    "runs": "SELECT * EXCLUDE (run_dir, config, started_at, finished_at, duration_s) FROM runs "
+            "ORDER BY run_id",
+    "latest": "SELECT run_id, status, n_records FROM latest",
+}
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # (a line per request otherwise)
+    saved = {k: os.environ.get(k) for k in FAKE_ENV}
+    os.environ.update(FAKE_ENV)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    _, port = server.get_host_and_port()
+    yield port
+    server.stop()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture
+def bucket(s3_server: int):
+    """A fresh bucket; yields ``(url of runs/ in it, pyarrow filesystem, bucket name)``."""
+    import uuid
+
+    import pyarrow.fs as pafs
+
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{s3_server}", scheme="http",
+                           allow_bucket_creation=True)
+    fs.create_dir(name)
+    yield f"s3://{name}/runs?endpoint_override=127.0.0.1:{s3_server}&scheme=http", fs, name
+
+
+def _objects(fs, name: str) -> dict[str, int]:
+    import pyarrow.fs as pafs
+
+    infos = fs.get_file_info(pafs.FileSelector(name, recursive=True, allow_not_found=True))
+    return {i.path.removeprefix(name + "/"): i.size for i in infos
+            if i.type == pafs.FileType.File}
+
+
+def _rows(con, sql: str) -> list[tuple]:
+    return [tuple(round(v, 9) if isinstance(v, float) else v for v in row)
+            for row in con.sql(sql).fetchall()]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**FAKE_ENV, **extra}
+
+
+def test_query_reads_runs_on_s3_as_on_local_disk(tmp_path: Path, bucket) -> None:
+    """The same run directories, on disk and uploaded to the bucket: every view answers the
+    same; a failed run is listed and read only when asked for."""
+    import pyarrow.fs as pafs
+
+    import evalkit
+
+    url, fs, name = bucket
+    run_cli("run", "+experiment=quickstart", "runner.batch_size=40", "runner.summary=false",
+            "runner.run_id=one", cwd=tmp_path)
+    run_cli("run", "+experiment=quickstart", "runner.summary=false", "runner.run_id=two",
+            "judges.prompt_echo.threshold=0.9", cwd=tmp_path, env={"EVALKIT_FAULT":
+                                                                   "fail@metrics_written"},
+            check=False)
+    local = tmp_path / "runs"
+    assert json.loads((local / "quickstart/two/manifest.json").read_text())["status"] == "failed"
+    pafs.copy_files(str(local), f"{name}/runs", destination_filesystem=fs)
+
+    for unfinished in (False, True):
+        on_disk = evalkit.connect(str(local), include_unfinished=unfinished)
+        remote = evalkit.connect(url, include_unfinished=unfinished)
+        for view, sql in VIEWS.items():
+            assert _rows(remote, sql) == _rows(on_disk, sql), view
+        assert remote.sql("SELECT count(*) FROM records").fetchone()[0] == \
+            (320 if unfinished else 160)
+    statuses = evalkit.connect(url).sql("SELECT run_id, status, run_dir FROM runs "
+                                        "ORDER BY run_id").fetchall()
+    assert [s[:2] for s in statuses] == [("one", "ok"), ("two", "failed")]
+    one = evalkit.connect(url, run="one").sql("SELECT DISTINCT run_id FROM records").fetchall()
+    assert one == [("one",)]
+
+    sql = "SELECT model, count(*) AS n FROM records GROUP BY model ORDER BY model"
+    local_out = run_cli("query", sql, "--format", "json", cwd=tmp_path).stdout
+    remote_out = run_cli("query", "--runs-dir", url, sql, "--format", "json", cwd=tmp_path,
+                         env=_env()).stdout
+    assert remote_out == local_out and json.loads(local_out)
+    sql = "SELECT run_id, count(*) AS n FROM judgments GROUP BY run_id"
+    latest = run_cli("query", "--runs-dir", url, "--run", "latest", sql, "--format", "csv",
+                     cwd=tmp_path, env=_env()).stdout
+    assert latest.split() == ["run_id,n", "one,320"]
+    assert latest == run_cli("query", "--run", "latest", sql, "--format", "csv",
+                             cwd=tmp_path).stdout
+
+
+def test_queries_over_s3_cannot_write_or_read_elsewhere(tmp_path: Path, bucket) -> None:
+    import pyarrow.fs as pafs
+
+    from evalkit.errors import QueryError
+    from evalkit.results.query import connect, run_query
+
+    url, fs, name = bucket
+    run_cli("run", "+experiment=quickstart", "runner.summary=false", cwd=tmp_path)
+    pafs.copy_files(str(tmp_path / "runs"), f"{name}/runs", destination_filesystem=fs)
+    (tmp_path / "secret.csv").write_text("a\n1\n")
+    before = _objects(fs, name)
+    con = connect(url)
+    target = f"s3://{name}/runs/x.parquet"
+    for sql in [f"COPY (SELECT 1) TO '{target}'", f"SELECT * FROM read_parquet('{target}')",
+                f"SELECT * FROM read_csv('{tmp_path / 'secret.csv'}')",
+                "SELECT * FROM read_csv('/etc/passwd')", "ATTACH 'x.db' AS x",
+                "SELECT * FROM query('SELECT 1')", "INSTALL httpfs", "LOAD httpfs",
+                "SET enable_external_access = true", "SELECT * FROM arrow_scan(1, 2, 3)"]:
+        with pytest.raises(QueryError):
+            run_query(con, sql)
+    assert run_query(con, "SELECT count(*) FROM records")[1] == [(160,)]
+    assert _objects(fs, name) == before
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_run_writes_whole_run_to_s3_and_reads_like_local(tmp_path: Path, bucket) -> None:
+    import evalkit
+
+    url, fs, name = bucket
+    run_cli("run", "+experiment=quickstart", "runner.summary=false", "runner.run_id=same",
+            "runner.batch_size=40", cwd=tmp_path)
+    out = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'",
+                  "runner.run_id=same", "runner.batch_size=40", cwd=tmp_path, env=_env())
+    files = _objects(fs, name)
+    expected = {"manifest.json", "records.parquet", "metrics.parquet", "alerts.parquet",
+                "rejects.parquet"}
+    run_files = {k.removeprefix("runs/quickstart/same/") for k in files}
+    assert expected <= run_files
+    assert {f for f in run_files if f.startswith("judgments/")} == \
+        {p.relative_to(tmp_path / "runs/quickstart/same").as_posix()
+         for p in (tmp_path / "runs/quickstart/same/judgments").glob("*.parquet")}
+    assert not [f for f in run_files if f.startswith(".") or ".tmp" in f]
+    assert not [p for p in tmp_path.iterdir() if p.name not in ("runs", ".hydra", "outputs")]
+    assert f"s3://{name}/runs/quickstart/same" in out.stdout
+    manifest = json.loads(fs.open_input_file(f"{name}/runs/quickstart/same/manifest.json")
+                          .read())
+    assert manifest["status"] == "ok"
+    assert manifest["run_dir"] == f"s3://{name}/runs/quickstart/same"
+
+    on_disk, remote = evalkit.connect(str(tmp_path / "runs")), evalkit.connect(url)
+    for view, sql in VIEWS.items():
+        if view != "runs":
+            assert _rows(remote, sql) == _rows(on_disk, sql), view
+    # a run id that exists in the bucket is refused, as on disk
+    again = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'",
+                    "runner.run_id=same", cwd=tmp_path, env=_env(), check=False)
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
+@pytest.mark.parametrize(("fault", "status"), [("kill@judgment_part#2", "running"),
+                                               ("fail@metrics_written", "failed"),
+                                               ("kill@run_finishing", "running")])
+def test_killed_or_failed_run_on_s3_is_never_read_as_ok(tmp_path: Path, bucket, fault: str,
+                                                         status: str) -> None:
+    url, fs, name = bucket
+    proc = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'",
+                   "runner.run_id=hurt", "runner.batch_size=40", "runner.summary=false",
+                   cwd=tmp_path, env=_env(EVALKIT_FAULT=fault), check=False)
+    assert proc.returncode != 0
+    manifest = json.loads(fs.open_input_file(f"{name}/runs/quickstart/hurt/manifest.json")
+                          .read())
+    assert manifest["status"] == status
+    shown = "interrupted" if status == "running" else status  # the writer is gone
+    out = run_cli("query", "--runs-dir", url, "SELECT run_id, status FROM runs", "--format",
+                  "csv", cwd=tmp_path, env=_env()).stdout
+    assert out.split() == ["run_id,status", f"hurt,{shown}"]
+    for table in ("records", "judgments", "metrics"):
+        out = run_cli("query", "--runs-dir", url, f"SELECT count(*) AS n FROM {table}",
+                      "--format", "csv", cwd=tmp_path, env=_env()).stdout
+        assert out.split() == ["n", "0"], table
+    latest = run_cli("query", "--runs-dir", url, "SELECT * FROM latest", "--format", "csv",
+                     cwd=tmp_path, env=_env(), check=False)
+    assert "hurt" not in latest.stdout
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[str], key: str) -> str:
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert key in lines[0]
+    return lines[0]
+
+
+def test_bad_runs_dir_urls_are_one_line_errors(tmp_path: Path, bucket, s3_server: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    url, _, name = bucket
+    endpoint = f"endpoint_override=127.0.0.1:{s3_server}&scheme=http"
+    cases = {
+        "malformed": f"s3://{name}/runs?{endpoint}&retries=3",
+        "no bucket": f"s3:///runs?{endpoint}",
+        "scheme": "nosuchfs://bucket/runs",
+        "missing bucket": f"s3://no-such-bucket-here/runs?{endpoint}",
+        "unreachable": "s3://bucket/runs?endpoint_override=127.0.0.1:9&scheme=http",
+    }
+    fixes = {"malformed": "retries", "no bucket": "bucket", "scheme": "nosuchfs",
+             "missing bucket": "no-such-bucket-here", "unreachable": "127.0.0.1:9"}
+    for case, bad in cases.items():
+        run = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{bad}'", cwd=tmp_path,
+                      env=_env(), check=False)
+        line = _one_line_error(run, "runner.runs_dir")
+        assert fixes[case] in line, (case, line)
+        query = run_cli("query", "--runs-dir", bad, "SELECT 1", cwd=tmp_path, env=_env(),
+                        check=False)
+        line = _one_line_error(query, "--runs-dir")
+        assert fixes[case] in line, (case, line)
+    assert not (tmp_path / "runs").exists()
+
+    import moto.settings
+
+    monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # check credentials
+    for args, key in [(("run", "+experiment=quickstart", f"runner.runs_dir='{url}'"),
+                       "runner.runs_dir"), (("query", "--runs-dir", url, "SELECT 1"),
+                                            "--runs-dir")]:
+        line = _one_line_error(run_cli(*args, cwd=tmp_path, env=_env(), check=False), key)
+        assert "credentials" in line
+
+
+def test_credentials_in_the_url_are_stored_nowhere(tmp_path: Path, bucket) -> None:
+    import evalkit
+
+    url, fs, name = bucket
+    secret_url = url.replace("s3://", f"s3://{KEY_ID}:{SECRET}@")
+    env = _env(AWS_ACCESS_KEY_ID="unused-here", AWS_SECRET_ACCESS_KEY="unused-here")
+    proc = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{secret_url}'",
+                   "runner.run_id=creds", cwd=tmp_path, env=env)
+    sweep = run_cli("run", "-m", "+experiment=quickstart", f"runner.runs_dir='{secret_url}'",
+                    "judges.prompt_echo.threshold=0.5,0.9", "runner.summary=false",
+                    cwd=tmp_path, env=env)
+    printed = proc.stdout + proc.stderr + sweep.stdout + sweep.stderr
+    assert SECRET not in printed and KEY_ID not in printed
+    objects = _objects(fs, name)
+    assert len([k for k in objects if k.endswith("manifest.json")]) == 3
+    for key in objects:
+        data = fs.open_input_file(f"{name}/{key}").read()
+        assert SECRET.encode() not in data and KEY_ID.encode() not in data, key
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert SECRET.encode() not in data and KEY_ID.encode() not in data, path
+    rows = evalkit.connect(secret_url).sql("SELECT run_dir, config::VARCHAR FROM runs")
+    for run_dir, config in rows.fetchall():
+        assert SECRET not in run_dir + config and KEY_ID not in run_dir + config
+        assert run_dir.startswith(f"s3://{name}/runs/quickstart/")
+
+
+def test_remote_runs_dir_commands_that_need_a_local_one_say_so(tmp_path: Path, bucket) -> None:
+    url, _, _ = bucket
+    for args in [("compact", "--runs-dir", url), ("merge", "latest", "--runs-dir", url),
+                 ("report", "latest", "--runs-dir", url),
+                 ("compare", "a", "b", "--runs-dir", url),
+                 ("push", "latest", "--to", "otlp", "--runs-dir", url)]:
+        proc = run_cli(*args, cwd=tmp_path, env=_env(), check=False)
+        line = _one_line_error(proc, "--runs-dir")
+        assert "local" in line, (args, line)
+
+
+def test_query_imports_the_s3_filesystem_only_for_a_remote_runs_dir(tmp_path: Path,
+                                                                    bucket) -> None:
+    url, _, _ = bucket
+    (tmp_path / "runs").mkdir()
+    code = ("import sys; from evalkit.cli import main\n"
+            "try: main(sys.argv[1:])\n"
+            "except SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m in ('pyarrow._s3fs', 'pyarrow.fs', "
+            "'pyarrow.dataset', 'moto', 'boto3', 'fsspec')))")
+    for runs_dir, expected in (("runs", "[]"), (url, "['pyarrow._s3fs', 'pyarrow.fs']")):
+        proc = subprocess.run([sys.executable, "-c", code, "query", "--runs-dir", runs_dir,
+                               "SELECT count(*) FROM runs"], cwd=tmp_path, env={**os.environ,
+                              **FAKE_ENV}, capture_output=True, text=True, timeout=120)
+        assert proc.stdout.strip().splitlines()[-1] == expected, proc.stderr
+    assert EVALKIT
