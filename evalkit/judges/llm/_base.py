@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import orjson
 import pyarrow as pa
 
+from evalkit._gc import full_collections_paused
 from evalkit.errors import EvalkitError
 from evalkit.judges.llm._cache import response_cache
 from evalkit.judges.llm._engine import (
@@ -240,9 +241,12 @@ class LlmJudge(AsyncJudge):
         records = self._records(table)
         if self.config.offline:
             return [self._offline(r) for r in records]
+        # every record's task is started at once, each a chain of coroutines waiting for a
+        # call slot: full collections would traverse them all, over and over, freeing nothing
         async with self.engine.session():
             await self.prepare()
-            with JudgeProgress(self.name, len(records), self.config.progress) as bar:
+            with JudgeProgress(self.name, len(records), self.config.progress) as bar, \
+                    full_collections_paused():
                 async def one(record: dict[str, Any]) -> dict[str, Any]:
                     row = await self._judge_safely(record)
                     cached = row.get("origin") == "cache"  # no call, nothing to price
