@@ -18,6 +18,7 @@ from evalkit._faults import point
 CACHE_FILE = "llm_responses.sqlite"
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
            "value TEXT NOT NULL, created REAL NOT NULL)")
+INSERT = "INSERT OR REPLACE INTO responses (key, model, value, created) VALUES (?, ?, ?, ?)"
 
 
 def cache_key(model: str, api_base: str | None, messages: list[dict[str, Any]],
@@ -34,12 +35,15 @@ class ResponseCache:
     soon as it is stored: a run killed a moment later keeps every answer it was given, and
     its resume asks for none of them again. A commit costs ~0.2 ms (WAL with
     ``synchronous=NORMAL``: no fsync per commit, and a committed answer survives the
-    process, though not a power cut), small beside the call it saves."""
+    process, though not a power cut), small beside the call it saves, but not beside an
+    event loop making thousands of calls a second: the engine's calls commit theirs in
+    groups on a writer thread (``_cachewriter.py``)."""
 
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / CACHE_FILE
         self._con: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self.writer: Any = None  # the CacheWriter of the engine's calls (_cachewriter.py)
 
     def _connect(self) -> sqlite3.Connection:
         if self._con is None:
@@ -60,16 +64,19 @@ class ResponseCache:
 
     def put(self, key: str, model: str, value: dict[str, Any]) -> None:
         """Store (or replace) the answer for ``key``, committed before this returns (other
-        processes see it from then on)."""
+        processes see it from then on). The engine's calls store theirs through a
+        :class:`~evalkit.judges.llm._cachewriter.CacheWriter` (group commits off the event
+        loop); this is the plain version."""
         text = json.dumps(value, ensure_ascii=False)
         with self._lock:
-            self._connect().execute(
-                "INSERT OR REPLACE INTO responses (key, model, value, created) "
-                "VALUES (?, ?, ?, ?)", (key, model, text, time.time()))
+            self._connect().execute(INSERT, (key, model, text, time.time()))
         point("response_cached")
 
     def close(self) -> None:
-        """Close the connection (it reopens on the next use)."""
+        """Close the connection and stop the writer thread, once what it was given is
+        committed (both start again on the next use)."""
+        if self.writer is not None:
+            self.writer.close()
         with self._lock:
             if self._con is not None:
                 self._con.close()

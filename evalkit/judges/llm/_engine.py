@@ -18,6 +18,7 @@ from typing import Any
 from evalkit._http import backoff_seconds
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.judges.llm._cache import ResponseCache, cache_key
+from evalkit.judges.llm._cachewriter import cache_writer
 from evalkit.judges.llm._parse import ParseError
 from evalkit.judges.llm._pricing import call_cost, token_prices
 from evalkit.judges.llm._prompt import approx_tokens
@@ -216,9 +217,25 @@ class Engine:
             result.attempts += 1
             result.sent = asked
             sent = self._supported(params)
-            try:
-                completion = await self._call(asked, sent, policy)
-            except CallError as exc:
+            failure: CallError | None = None
+            bad: ParseError | None = None
+            # the call's slot is held until its answer is stored: a run killed at any moment
+            # loses at most `concurrency` answers it was given
+            async with self._semaphore():
+                try:
+                    completion = await self._call(asked, sent, policy)
+                except CallError as exc:
+                    failure = exc
+                else:
+                    bad = self._read(completion, result, parse, policy)
+                    if bad is None and cache is not None:
+                        await cache_writer(cache).put(key, ep.model, {
+                            "text": result.raw, "logprobs": completion.logprobs
+                            if result.raw == completion.text else None,
+                            "input_tokens": completion.input_tokens,
+                            "output_tokens": completion.output_tokens})
+            if failure is not None:
+                exc = failure
                 if self._learn_unsupported(exc, sent):
                     continue  # the endpoint refused an optional parameter: ask without it
                 transient += 1
@@ -231,34 +248,37 @@ class Engine:
                 result.transient_faults += 1
                 await asyncio.sleep(self._delay(transient, exc.retry_after, policy))
                 continue
-            # a key or URL a server echoes back is masked before the answer is read, kept,
-            # cached or shown to the model again (log-probabilities would spell it out)
-            text = mask(completion.text)
-            logprobs = completion.logprobs if text == completion.text else None
-            result.raw = text
-            result.input_tokens = _add(result.input_tokens, completion.input_tokens)
-            result.output_tokens = _add(result.output_tokens, completion.output_tokens)
-            result.cost_usd = _add(result.cost_usd, self._cost(completion, policy))
-            try:
-                result.value = parse(text, logprobs)
-            except ParseError as exc:
+            if bad is not None:
                 bad_answers += 1
                 if bad_answers > policy.parse_retries:
-                    result.error = f"unparseable answer after {bad_answers} tries: {exc}"
-                    result.cause = exc.cause
+                    result.error = f"unparseable answer after {bad_answers} tries: {bad}"
+                    result.cause = bad.cause
                     break
-                asked = [*messages, {"role": "assistant", "content": text[:4000]},
-                         {"role": "user", "content": f"That answer could not be read ({exc}). "
+                asked = [*messages, {"role": "assistant", "content": (result.raw or "")[:4000]},
+                         {"role": "user", "content": f"That answer could not be read ({bad}). "
                           "Reply again with only the JSON object asked for."}]
                 continue
-            if cache is not None:
-                cache.put(key, ep.model, {
-                    "text": text, "logprobs": logprobs,
-                    "input_tokens": completion.input_tokens,
-                    "output_tokens": completion.output_tokens})
             break
         result.latency_s = time.perf_counter() - t0
         return result
+
+    def _read(self, completion: Completion, result: CallResult, parse: Parser,
+              policy: CallPolicy) -> ParseError | None:
+        """Account ``completion`` in ``result`` and parse its answer into ``result.value``;
+        the parse error when the answer cannot be read."""
+        # a key or URL a server echoes back is masked before the answer is read, kept,
+        # cached or shown to the model again (log-probabilities would spell it out)
+        text = mask(completion.text)
+        logprobs = completion.logprobs if text == completion.text else None
+        result.raw = text
+        result.input_tokens = _add(result.input_tokens, completion.input_tokens)
+        result.output_tokens = _add(result.output_tokens, completion.output_tokens)
+        result.cost_usd = _add(result.cost_usd, self._cost(completion, policy))
+        try:
+            result.value = parse(text, logprobs)
+        except ParseError as exc:
+            return exc
+        return None
 
     def lookup(self, messages: list[dict[str, Any]], params: dict[str, Any], parse: Parser,
                policy: CallPolicy, key: str | None = None) -> CallResult | None:
@@ -318,7 +338,7 @@ class Engine:
             return await self._call_here(messages, params, policy)
         # a sweep's processes on this machine: the endpoint's limits hold across them all
         transport = self._transport_for_call()
-        async with self._semaphore(), shared.slot():
+        async with shared.slot():
             reserved = 0
             if shared.rpm:
                 await shared.acquire("rpm", 1)
@@ -333,21 +353,21 @@ class Engine:
 
     async def _call_here(self, messages: list[dict[str, Any]], params: dict[str, Any],
                          policy: CallPolicy) -> Completion:
+        """One call within this process's limits (the caller holds a call slot)."""
         transport = self._transport_for_call()
-        async with self._semaphore():
-            reserved = 0
-            if self.rpm is not None:
-                await self.rpm.acquire(1)
-            if self.tpm is not None:
-                reserved = approx_tokens(messages) + int(params.get("max_tokens") or 256)
-                await self.tpm.acquire(reserved)
-            # both transports enforce the timeout themselves (an outer wait_for costs a task
-            # per call, measurable at hundreds of calls per second)
-            completion = await transport.complete(messages, params, policy.timeout_s)
-            if self.tpm is not None and completion.input_tokens is not None:
-                used = completion.input_tokens + (completion.output_tokens or 0)
-                self.tpm.adjust(used - reserved)
-            return completion
+        reserved = 0
+        if self.rpm is not None:
+            await self.rpm.acquire(1)
+        if self.tpm is not None:
+            reserved = approx_tokens(messages) + int(params.get("max_tokens") or 256)
+            await self.tpm.acquire(reserved)
+        # both transports enforce the timeout themselves (an outer wait_for costs a task
+        # per call, measurable at hundreds of calls per second)
+        completion = await transport.complete(messages, params, policy.timeout_s)
+        if self.tpm is not None and completion.input_tokens is not None:
+            used = completion.input_tokens + (completion.output_tokens or 0)
+            self.tpm.adjust(used - reserved)
+        return completion
 
     @staticmethod
     def _delay(attempt: int, retry_after: float | None, policy: CallPolicy) -> float:
