@@ -107,7 +107,13 @@ def open_run(ref: str = "latest", runs_dir: str | os.PathLike[str] = "runs") -> 
     import json
 
     from evalkit.commands._runs import find_run
+    from evalkit.results.storage import is_remote, shown_url
 
+    for where in (ref, runs_dir):
+        if is_remote(where):  # (evalkit.run returns the URL of a run written there)
+            raise EvalkitError(f"open_run: {shown_url(str(where))} is on object storage; read "
+                               "it with evalkit.connect(RUNS_URL, run=RUN_ID), or copy it to "
+                               "disk and open that")
     runs = Path(runs_dir)
     if not Path(ref).is_dir() and not runs.is_dir():
         raise EvalkitError(f"no runs directory at '{runs.resolve()}'")

@@ -111,7 +111,8 @@ def test_query_reads_runs_on_s3_as_on_local_disk(tmp_path: Path, bucket) -> None
     for unfinished in (False, True):
         on_disk = evalkit.connect(str(local), include_unfinished=unfinished)
         remote = evalkit.connect(url, include_unfinished=unfinished)
-        for view, sql in VIEWS.items():
+        for view, sql in [*VIEWS.items(),
+                          ("runs", "SELECT * EXCLUDE (run_dir) FROM runs ORDER BY run_id")]:
             assert _rows(remote, sql) == _rows(on_disk, sql), view
         assert remote.sql("SELECT count(*) FROM records").fetchone()[0] == \
             (320 if unfinished else 160)
@@ -298,6 +299,16 @@ def test_remote_runs_dir_commands_that_need_a_local_one_say_so(tmp_path: Path, b
         proc = run_cli(*args, cwd=tmp_path, env=_env(), check=False)
         line = _one_line_error(proc, "--runs-dir")
         assert "local" in line, (args, line)
+
+
+def test_open_run_on_object_storage_says_how_to_read_it(bucket) -> None:
+    import evalkit
+    from evalkit.errors import EvalkitError
+
+    url, _, name = bucket
+    for ref, runs_dir in (("latest", url), (f"s3://{name}/runs/quickstart/x", "runs")):
+        with pytest.raises(EvalkitError, match="evalkit.connect"):
+            evalkit.open_run(ref, runs_dir)
 
 
 def test_query_imports_the_s3_filesystem_only_for_a_remote_runs_dir(tmp_path: Path,
