@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["RemoteRun", "RemoteRunsDir", "is_remote", "open_runs_dir", "publish_order",
            "shown_url", "writer_tag"]
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+# a URL: scheme://..., or scheme:/... (a slash short: a typo that must not become a local
+# directory named "s3:"); a one-letter scheme is a Windows drive
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):/")
 _DENIED = ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
            "Forbidden", "403", "InvalidToken", "ExpiredToken", "UNRECOGNIZED_CLIENT")
 _UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Could not resolve",
@@ -48,7 +50,8 @@ _MANIFEST_READERS = 16  # manifests read at once (each is one small GET)
 
 
 def is_remote(runs_dir: object) -> bool:
-    """Whether ``runs_dir`` is a URL (``scheme://...``) rather than a local path."""
+    """Whether ``runs_dir`` is a URL (``scheme://...``, or ``scheme:/...``, which is one
+    mistyped) rather than a local path."""
     return isinstance(runs_dir, str) and bool(_SCHEME.match(runs_dir))
 
 

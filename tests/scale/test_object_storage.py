@@ -208,16 +208,13 @@ def test_killed_or_failed_run_on_s3_is_never_read_as_ok(tmp_path: Path, bucket, 
                           .read())
     assert manifest["status"] == status
     shown = "interrupted" if status == "running" else status  # the writer is gone
-    out = run_cli("query", "--runs-dir", url, "SELECT run_id, status FROM runs", "--format",
-                  "csv", cwd=tmp_path, env=_env()).stdout
-    assert out.split() == ["run_id,status", f"hurt,{shown}"]
-    for table in ("records", "judgments", "metrics"):
-        out = run_cli("query", "--runs-dir", url, f"SELECT count(*) AS n FROM {table}",
-                      "--format", "csv", cwd=tmp_path, env=_env()).stdout
-        assert out.split() == ["n", "0"], table
-    latest = run_cli("query", "--runs-dir", url, "SELECT * FROM latest", "--format", "csv",
-                     cwd=tmp_path, env=_env(), check=False)
-    assert "hurt" not in latest.stdout
+    sql = ("SELECT run_id, status, (SELECT count(*) FROM records) AS records, (SELECT count(*) "
+           "FROM judgments) AS judgments, (SELECT count(*) FROM metrics) AS metrics, (SELECT "
+           "count(*) FROM latest) AS latest FROM runs")
+    out = run_cli("query", "--runs-dir", url, sql, "--format", "csv", cwd=tmp_path,
+                  env=_env()).stdout
+    assert out.split() == ["run_id,status,records,judgments,metrics,latest",
+                           f"hurt,{shown},0,0,0,0"]
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str], key: str) -> str:
@@ -229,37 +226,53 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], key: str) -> str:
 
 
 def test_bad_runs_dir_urls_are_one_line_errors(tmp_path: Path, bucket, s3_server: int,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     url, _, name = bucket
     endpoint = f"endpoint_override=127.0.0.1:{s3_server}&scheme=http"
     cases = {
         "malformed": f"s3://{name}/runs?{endpoint}&retries=3",
         "no bucket": f"s3:///runs?{endpoint}",
+        "one slash": f"s3:/{name}/runs?{endpoint}",
         "scheme": "nosuchfs://bucket/runs",
         "missing bucket": f"s3://no-such-bucket-here/runs?{endpoint}",
         "unreachable": "s3://bucket/runs?endpoint_override=127.0.0.1:9&scheme=http",
     }
-    fixes = {"malformed": "retries", "no bucket": "bucket", "scheme": "nosuchfs",
+    fixes = {"malformed": "retries", "no bucket": "bucket", "one slash": "s3://BUCKET",
+             "scheme": "nosuchfs",
              "missing bucket": "no-such-bucket-here", "unreachable": "127.0.0.1:9"}
     for case, bad in cases.items():
         run = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{bad}'", cwd=tmp_path,
                       env=_env(), check=False)
         line = _one_line_error(run, "runner.runs_dir")
         assert fixes[case] in line, (case, line)
-        query = run_cli("query", "--runs-dir", bad, "SELECT 1", cwd=tmp_path, env=_env(),
-                        check=False)
-        line = _one_line_error(query, "--runs-dir")
+        line = _one_line_error(_query_in_process(bad, capsys), "--runs-dir")
         assert fixes[case] in line, (case, line)
     assert not (tmp_path / "runs").exists()
 
     import moto.settings
 
     monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # check credentials
-    for args, key in [(("run", "+experiment=quickstart", f"runner.runs_dir='{url}'"),
-                       "runner.runs_dir"), (("query", "--runs-dir", url, "SELECT 1"),
-                                            "--runs-dir")]:
-        line = _one_line_error(run_cli(*args, cwd=tmp_path, env=_env(), check=False), key)
-        assert "credentials" in line
+    run = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'", cwd=tmp_path,
+                  env=_env(), check=False)
+    assert "credentials" in _one_line_error(run, "runner.runs_dir")
+    assert "credentials" in _one_line_error(_query_in_process(url, capsys), "--runs-dir")
+
+
+def _query_in_process(runs_dir: str, capsys: pytest.CaptureFixture[str]
+                      ) -> subprocess.CompletedProcess[str]:
+    """``evalkit query --runs-dir RUNS_DIR "SELECT 1"`` in this process (the errors come
+    before any query runs; a process each would cost a second each)."""
+    from evalkit.cli import main
+
+    capsys.readouterr()
+    try:
+        main(["query", "--runs-dir", runs_dir, "SELECT 1"])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess([], code, out.out, out.err)
 
 
 def test_credentials_in_the_url_are_stored_nowhere(tmp_path: Path, bucket) -> None:
