@@ -36,7 +36,8 @@ def register_resolvers() -> None:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def _task(cfg: DictConfig) -> None:
+def _task(cfg: DictConfig) -> dict | None:
+    """One run; in a sweep, returns the job's end as noted in the sweep's status file."""
     from hydra.core.hydra_config import HydraConfig
 
     from evalkit import config as config_mod
@@ -52,7 +53,7 @@ def _task(cfg: DictConfig) -> None:
         rc = config_mod.load(cfg, overrides)
         if _SHOW_JOB_CONFIG:
             print(OmegaConf.to_yaml(rc.composed), end="")
-            return
+            return None
         if job is not None:
             from evalkit.runner.run import new_run_id
 
@@ -77,21 +78,22 @@ def _task(cfg: DictConfig) -> None:
         if job is None:
             sys.exit(exc.exit_code)
         # in a sweep the job ends here and the others go on; the sweep's exit code says it
-        sweep.note({"job": job["job"], "event": "end", "status": "failed",
-                    "exit": exc.exit_code, "error": mask(str(exc)), "run_dir": _if_run(run_dir)})
-        return
+        return sweep.note({"job": job["job"], "event": "end", "status": "failed",
+                           "exit": exc.exit_code, "error": mask(str(exc)),
+                           "run_dir": _if_run(run_dir)})
     except Exception as exc:
         if job is None or os.environ.get("EVALKIT_FULL_ERROR"):
             raise
         import traceback
 
         print(mask(traceback.format_exc()), file=sys.stderr)
-        sweep.note({"job": job["job"], "event": "end", "status": "failed", "exit": 1,
-                    "error": mask(f"{type(exc).__name__}: {exc}"), "run_dir": _if_run(run_dir)})
-        return
+        return sweep.note({"job": job["job"], "event": "end", "status": "failed", "exit": 1,
+                           "error": mask(f"{type(exc).__name__}: {exc}"),
+                           "run_dir": _if_run(run_dir)})
     if job is not None:
-        sweep.note({"job": job["job"], "event": "end", "status": "ok", "exit": 0,
-                    "run_dir": str(result.run_dir)})
+        return sweep.note({"job": job["job"], "event": "end", "status": "ok", "exit": 0,
+                           "run_dir": str(result.run_dir)})
+    return None
 
 
 def _if_run(run_dir: str | None) -> str | None:
@@ -126,6 +128,11 @@ def main(argv: list[str]) -> None:
     if user_conf.is_dir() and not any(a.startswith("hydra.searchpath") for a in argv):
         argv = with_override(argv, f"hydra.searchpath=[file://{user_conf.resolve()}]")
     sys.argv = ["evalkit run", *argv]
+    import warnings
+
+    # evalkit's hydra/launcher/ray.yaml extends the Ray plugin's schema of the same name, as
+    # meant (hydra_plugins/evalkit_ray_launcher); Hydra 1.3 still merges them, with a warning
+    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against")
     from evalkit.runner import sweep
 
     try:

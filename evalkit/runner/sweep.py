@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "LIMITS_DIR", "MAX_METRICS", "SWEEP_ID", "SWEEP_STATUS", "current_job", "finish",
-    "is_multirun", "jobs", "note", "start",
+    "JOB_ENV", "LIMITS_DIR", "MAX_METRICS", "SWEEP_ID", "SWEEP_STATUS", "current_job", "finish",
+    "is_multirun", "job_env", "jobs", "note", "start",
 ]
 
 SWEEP_ID = "EVALKIT_SWEEP_ID"
@@ -64,11 +64,13 @@ def current_job() -> dict[str, Any] | None:
     return {"id": os.environ.get(SWEEP_ID), "job": int(hc.job.num)}
 
 
-def note(event: dict[str, Any]) -> None:
-    """In a job: one line of the sweep's status file (nothing outside a sweep)."""
+def note(event: dict[str, Any]) -> dict[str, Any]:
+    """In a job: one line of the sweep's status file (nothing outside a sweep); returns
+    ``event`` (a job returns its end to the launcher: the Ray launcher notes it again on the
+    launching machine, for a job that ran on another node)."""
     path = os.environ.get(SWEEP_STATUS)
     if not path:
-        return
+        return event
     line = json.dumps(event, default=str)
     if len(line) > _MAX_LINE:
         event = {**event, "error": str(event.get("error", ""))[:1000] + " …"}
@@ -78,6 +80,44 @@ def note(event: dict[str, Any]) -> None:
         os.write(fd, (line + "\n").encode())
     finally:
         os.close(fd)
+    return event
+
+
+# the variables a job reads from the launching shell, handed to launchers whose workers do
+# not inherit it (Ray): evalkit's own (the sweep's, secret command-line values, the cache...),
+# litellm's, Langfuse's, OpenTelemetry's; every secret-named one (the providers' API keys
+# litellm reads); those the config names (``api_key_env`` and any ``*_env`` key, and
+# ``${oc.env:NAME}``); and those listed in EVALKIT_JOB_ENV (names, comma-separated)
+_JOB_ENV_PREFIXES = ("EVALKIT_", "LITELLM_", "LANGFUSE_", "OTEL_")
+JOB_ENV = "EVALKIT_JOB_ENV"
+
+
+def job_env(config: Any = None) -> dict[str, str]:
+    """The launching process's variables a job of ``config`` (a job's composed config)
+    reads; see ``_JOB_ENV_PREFIXES``."""
+    import re
+
+    from evalkit.redact import is_secret_name
+
+    named = set(os.environ.get(JOB_ENV, "").replace(",", " ").split())
+    if config is not None:
+        from omegaconf import OmegaConf
+
+        tree = OmegaConf.to_container(config, resolve=False)
+        stack: list[Any] = [tree]
+        while stack:
+            node = stack.pop()
+            items = node.items() if isinstance(node, dict) else enumerate(node) \
+                if isinstance(node, list) else ()
+            for key, value in items:
+                if isinstance(value, (dict, list)):
+                    stack.append(value)
+                elif isinstance(value, str):
+                    if str(key).endswith("_env") and re.fullmatch(r"[A-Za-z_]\w*", value):
+                        named.add(value)
+                    named.update(re.findall(r"\$\{oc\.env:([A-Za-z_]\w*)", value))
+    return {k: v for k, v in os.environ.items()
+            if k in named or k.startswith(_JOB_ENV_PREFIXES) or is_secret_name(k)}
 
 
 def jobs(path: Path) -> list[dict[str, Any]]:
