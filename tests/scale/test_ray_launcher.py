@@ -131,6 +131,7 @@ def ray_head() -> Iterator[tuple[str, Path]]:
 
 def _project(cwd: Path, url: str) -> None:
     (cwd / "conf" / "experiment").mkdir(parents=True)
+    (cwd / "tmp").mkdir()
     (cwd / "conf" / "experiment" / "onray.yaml").write_text(EXPERIMENT.format(url=url))
     rows = [{"id": f"r{i}", "input": f"question {i} about the build",
              "output": f"the build {i} is red", "context": f"build {i} went red on Tuesday"}
@@ -157,7 +158,6 @@ def test_a_sweep_runs_as_ray_tasks_with_the_sweeps_environment(
     try:
         _project(tmp_path, server.url)
         base = server.url.replace("http://", f"http://judge:{PASSWORD}@")
-        (tmp_path / "tmp").mkdir()
         proc = run_cli(
             "run", "-m", "+experiment=onray", "metrics.flagged.threshold=0.2,abc,0.8",
             f"judges.hallucination_llm.api_base={base}",
@@ -222,3 +222,68 @@ def test_without_the_ray_extra_the_launcher_says_what_to_install(tmp_path: Path)
     assert 'pip install "evalkit[ray]"' in proc.stderr
     assert "Traceback" not in proc.stderr and "validated against" not in proc.stderr
     assert run_dirs(tmp_path, "quickstart") == []
+
+
+def _pid_of_peer(port: int) -> int | None:
+    """The process holding the TCP connection whose local port is ``port`` (from /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in {f"socket:[{i}]" for i in inodes}:
+                    return int(proc.name)
+        except OSError:
+            continue
+    return None
+
+
+def test_a_job_whose_ray_worker_dies_fails_alone(
+        tmp_path: Path, ray_head: tuple[str, Path]) -> None:
+    from fake_llm_server import Reply
+
+    address, _ = ray_head
+    server = FakeLLMServer(latency=0.05).start()
+    killed: list[int] = []
+
+    def plan(body: dict) -> Reply:
+        # judge-b's first call: its Ray worker is killed (SIGKILL) while judge-a's runs on
+        if body.get("model") == "judge-b" and not killed:
+            peer = server.requests[-1]["peer"]  # (this request: appended just before)
+            pid = _pid_of_peer(peer[1]) if peer else None
+            if pid is not None and pid != os.getpid():
+                killed.append(pid)
+                os.kill(pid, signal.SIGKILL)
+        return Reply()
+
+    server.plan = plan
+    try:
+        _project(tmp_path, server.url)
+        proc = run_cli(
+            "run", "-m", "+experiment=onray",
+            "judges.hallucination_llm.model=openai/judge-a,openai/judge-b,openai/judge-c",
+            "hydra/launcher=ray", f"hydra.launcher.ray.init.address={address}",
+            "runner.summary=false", cwd=tmp_path, check=False,
+            env={**_env(), "RAYTEST_API_KEY": KEY, "TMPDIR": str(tmp_path / "tmp"),
+                 "EVALKIT_CACHE_DIR": str(tmp_path / "cache")})
+        assert killed, "no worker was killed"
+        assert proc.returncode == 1, (proc.stdout + proc.stderr)[-3000:]
+        assert "3 jobs, 1 failed" in proc.stdout and "job 1 failed" in proc.stdout
+        assert "Ray task died" in proc.stdout
+        runs = [json.loads((d / "manifest.json").read_text())
+                for d in run_dirs(tmp_path, "onray")]
+        ok = sorted(m["sweep_job"] for m in runs if m["status"] == "ok")
+        assert ok == [0, 2]  # the others ran to their end, each once (no retried job)
+        assert len(runs) == 3  # and the dead job's run, never a second one
+    finally:
+        server.stop()

@@ -172,7 +172,10 @@ class FakeLLMServer:
         body = await request.json()
         self.requests.append({"body": body, "headers": dict(request.headers),
                               "time": time.monotonic(), "path": request.path,
-                              "query": dict(request.query)})
+                              "query": dict(request.query),
+                              # (host, port) of the caller: a test finds its process
+                              "peer": request.transport.get_extra_info("peername")
+                              if request.transport is not None else None})
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
