@@ -85,10 +85,11 @@ def note(event: dict[str, Any]) -> dict[str, Any]:
 
 # the variables a job reads from the launching shell, handed to launchers whose workers do
 # not inherit it (Ray): evalkit's own (the sweep's, secret command-line values, the cache...),
-# litellm's, Langfuse's, OpenTelemetry's; every secret-named one (the providers' API keys
-# litellm reads); those the config names (``api_key_env`` and any ``*_env`` key, and
-# ``${oc.env:NAME}``); and those listed in EVALKIT_JOB_ENV (names, comma-separated)
-_JOB_ENV_PREFIXES = ("EVALKIT_", "LITELLM_", "LANGFUSE_", "OTEL_")
+# litellm's, Langfuse's, OpenTelemetry's, AWS's (an s3:// runs_dir); every secret-named one
+# (the providers' API keys litellm reads); those the config names (``api_key_env`` and any
+# ``*_env`` key, and ``${oc.env:NAME}``); and those listed in EVALKIT_JOB_ENV (names,
+# comma-separated)
+_JOB_ENV_PREFIXES = ("EVALKIT_", "LITELLM_", "LANGFUSE_", "OTEL_", "AWS_")
 JOB_ENV = "EVALKIT_JOB_ENV"
 
 
