@@ -35,7 +35,7 @@ def connect(runs_dir: str = "runs", run: str | None = None,
     from evalkit.results.storage import is_remote
 
     if is_remote(runs_dir):  # object storage (s3://...): see docs/runs.md
-        return ReadOnlyConnection(_connect(runs_dir, run=run,
+        return ReadOnlyConnection(_connect(runs_dir, run=run, lazy=True,
                                            include_unfinished=include_unfinished))
     if not Path(runs_dir).is_dir():
         raise QueryError(f"connect: no runs directory at '{Path(runs_dir).resolve()}'; run an "

@@ -38,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
         raise QueryError("query: --format parquet needs --out FILE.parquet")
     if is_remote(args.runs_dir):  # object storage: see evalkit/results/storage.py
         con = connect(args.runs_dir, run=args.run, include_unfinished=args.all_runs,
-                      key="--runs-dir")
+                      lazy=True, key="--runs-dir")
         return _answer(con, args, fmt, args.run, shown_url(args.runs_dir))
     runs_dir = Path(args.runs_dir)
     if not runs_dir.is_dir():

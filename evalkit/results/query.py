@@ -33,7 +33,7 @@ from evalkit.results.storage import is_remote
 if TYPE_CHECKING:
     import duckdb
 
-    from evalkit.results.storage import RemoteRun
+    from evalkit.results.storage import RemoteRun, RemoteRunsDir
 
 __all__ = [
     "READ_TABLE_FUNCTIONS", "RUNS_COLUMNS", "check_read_only", "connect", "QueryResult",
@@ -90,7 +90,7 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
     import duckdb
 
     if is_remote(runs_dir):
-        return _connect_remote(str(runs_dir), run, include_unfinished, key)
+        return _connect_remote(str(runs_dir), run, include_unfinished, lazy, key)
     root = Path(runs_dir).resolve()
     listed_runs = list_runs(root)
     if run is not None:
@@ -130,13 +130,17 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
     return con
 
 
-# the Parquet views a lazy connection has not made yet: name -> (run directories, root)
-_PENDING: weakref.WeakKeyDictionary[Any, dict[str, tuple[list[Path], Path]]] = (
+# the Parquet views a lazy connection has not made yet: name -> (run directories, root), or
+# (runs, their store) for a runs directory on object storage
+_PENDING: weakref.WeakKeyDictionary[Any, dict[str, tuple[list[Any], Any]]] = (
     weakref.WeakKeyDictionary())
 
 
-def _create_table_view(con: duckdb.DuckDBPyConnection, name: str, dirs: list[Path],
-                       root: Path) -> None:
+def _create_table_view(con: duckdb.DuckDBPyConnection, name: str,
+                       dirs: list[Path] | list[RemoteRun], root: Path | RemoteRunsDir) -> None:
+    if not isinstance(root, Path):  # object storage
+        _create_remote_view(con, name, dirs, root)  # type: ignore[arg-type]
+        return
     files = table_files(dirs, name)
     if files:
         listed = ", ".join(sql_literal(str(p)) for p in files)
@@ -175,7 +179,7 @@ def _make_pending_views(con: duckdb.DuckDBPyConnection, tree: object) -> None:
 _REMOTE_OBJECTS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
-def _connect_remote(url: str, run: object, include_unfinished: bool,
+def _connect_remote(url: str, run: object, include_unfinished: bool, lazy: bool,
                     key: str) -> duckdb.DuckDBPyConnection:
     """:func:`connect` over a runs directory on object storage. DuckDB scans pyarrow datasets
     over the runs' Parquet objects (columns and filters pushed down: only what a query
@@ -195,21 +199,14 @@ def _connect_remote(url: str, run: object, include_unfinished: bool,
             listed, str(run), "query", unfinished=include_unfinished)
         listed = [r for r in listed if r.path == chosen.path]
     con = duckdb.connect(config=dict(_SETTINGS))
-    objects: dict[str, Any] = {}
+    _REMOTE_OBJECTS[con] = objects = {}
     shown = [r for r in listed if include_unfinished or r.status == FINISHED]
-    for name, pattern in TABLE_FILES.items():
-        files = [f for r in shown for f in r.table_files(pattern)]
-        if files:
-            objects[f"_evalkit_{name}"] = remote.dataset(files)
-            sql = f"SELECT * FROM _evalkit_{name}"
-        else:
-            sql = empty_select_sql(name)
-        objects.setdefault("_views", []).append((name, sql))
     if listed:
         # the manifests' flat part, typed as read_json types it for a local runs directory
-        objects["_evalkit_manifests"] = pa.table({
+        objects["_evalkit_manifests"] = manifests = pa.table({
             "manifest": [json.dumps(r.manifest, default=str) for r in listed],
             "status": [r.status for r in listed]})
+        con.register("_evalkit_manifests", manifests)
         structure = json.dumps(RUNS_COLUMNS)
         cols = ", ".join("status AS status" if k == "status" else f'm."{k}" AS "{k}"'
                          for k in RUNS_COLUMNS)
@@ -219,17 +216,29 @@ def _connect_remote(url: str, run: object, include_unfinished: bool,
         sql = "SELECT " + ", ".join(
             f'CAST(NULL AS {t}) AS "{k}"' for k, t in RUNS_COLUMNS.items()
         ) + " WHERE false"
-    views = [*objects.pop("_views"), ("runs", sql)]
-    for name, obj in objects.items():
-        con.register(name, obj)
-    for name, sql in views:
-        con.execute(f"CREATE VIEW {name} AS {sql}")
+    con.execute(f"CREATE VIEW runs AS {sql}")
     con.execute("CREATE VIEW latest AS SELECT * FROM runs WHERE status = 'ok' "
                 "ORDER BY finished_at DESC, run_id DESC LIMIT 1")
     con.execute("SET enable_external_access = false")  # (no directory is allowed at all)
     con.execute("SET lock_configuration = true")
-    _REMOTE_OBJECTS[con] = objects
+    if lazy:  # (a dataset reads the footer of every object in it when it is made)
+        _PENDING[con] = {name: (shown, remote) for name in TABLE_FILES}
+    else:
+        for name in TABLE_FILES:
+            _create_remote_view(con, name, shown, remote)
     return con
+
+
+def _create_remote_view(con: duckdb.DuckDBPyConnection, name: str, runs: list[RemoteRun],
+                        remote: RemoteRunsDir) -> None:
+    files = [f for r in runs for f in r.table_files(TABLE_FILES[name])]
+    if not files:
+        con.execute(f"CREATE VIEW {name} AS {empty_select_sql(name)}")
+        return
+    dataset = remote.dataset(files, name)
+    _REMOTE_OBJECTS.setdefault(con, {})[f"_evalkit_{name}"] = dataset
+    con.register(f"_evalkit_{name}", dataset)
+    con.execute(f"CREATE VIEW {name} AS SELECT * FROM _evalkit_{name}")
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, name: str, sql: str, root: Path) -> None:
@@ -357,6 +366,8 @@ def _execute(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
             # a name the parse tree did not show (a view read by other means): make them all
             for name, where in sorted(_PENDING.pop(con).items()):
                 _create_table_view(con, name, *where)
+            for name, obj in _REMOTE_OBJECTS.get(con, {}).items():
+                cursor.register(name, obj)
             cursor.execute(sql, params)
     except duckdb.PermissionException as exc:
         cursor.close()

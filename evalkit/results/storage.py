@@ -46,7 +46,7 @@ _DENIED = ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoes
            "Forbidden", "403", "InvalidToken", "ExpiredToken", "UNRECOGNIZED_CLIENT")
 _UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Could not resolve",
                 "Connection refused", "timed out", "Timeout")
-_MANIFEST_READERS = 16  # manifests read at once (each is one small GET)
+_MANIFEST_READERS = 16  # manifests (or Parquet footers) read at once: small GETs each
 
 
 def is_remote(runs_dir: object) -> bool:
@@ -263,14 +263,29 @@ class RemoteRunsDir:
         except OSError as exc:
             raise _access_error(self.key, self.shown, self.shown, exc, None) from None
 
-    def dataset(self, files: list[str]) -> ds.Dataset:
+    def dataset(self, files: list[str], table: str) -> ds.Dataset:
         """One pyarrow dataset over Parquet ``files``, its schema the union of theirs by
-        column name (as DuckDB's ``union_by_name``): a column an older run lacks is null."""
-        import pyarrow.dataset as ds
+        column name (as DuckDB's ``union_by_name``): a column an older run lacks is null.
+        The footers are read at once (one or two requests each)."""
+        from concurrent.futures import ThreadPoolExecutor
 
-        factory = ds.FileSystemDatasetFactory(self.fs, files, ds.ParquetFileFormat(),
-                                              ds.FileSystemFactoryOptions())
-        return factory.finish(factory.inspect(promote_options="permissive"))
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+        import pyarrow.parquet as pq
+
+        def schema(path: str) -> pa.Schema:
+            return pq.read_schema(path, filesystem=self.fs)
+
+        try:
+            with ThreadPoolExecutor(min(_MANIFEST_READERS, len(files))) as pool:
+                schemas = list(pool.map(schema, files))
+            unified = pa.unify_schemas(schemas, promote_options="permissive")
+            return ds.dataset(files, schema=unified, format="parquet", filesystem=self.fs)
+        except (OSError, pa.ArrowException) as exc:
+            from evalkit.errors import QueryError
+
+            raise QueryError(f"query: {table}: cannot read the runs at {self.shown} "
+                             f"({_reason(exc)})") from None
 
     def upload(self, local: Path, path: str) -> None:
         """Copy the local file ``local`` to ``path``; the object appears when it is whole."""
