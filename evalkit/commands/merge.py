@@ -32,6 +32,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "the merged run is written (default: runs)")
 
 
+def _shard(manifest: dict[str, Any], run_dir: Path) -> tuple[int, int]:
+    """The run's ``source.shard`` as ``(i, n)``; a one-line error for a run that is none."""
+    from evalkit.runner.shard import parse_shard
+
+    config = manifest.get("config")
+    source = config.get("source") if isinstance(config, dict) else None
+    shard = source.get("shard") if isinstance(source, dict) else None
+    if shard is None:
+        raise ConfigError(f"merge: run {run_dir} is not a shard (no source.shard); merge the "
+                          "runs of one `-m source.shard=0/n,...` sweep")
+    try:
+        parsed = parse_shard(shard)
+    except ConfigError as exc:
+        raise ConfigError(f"merge: run {run_dir}: {exc}") from None
+    assert parsed is not None
+    return parsed
+
+
+def _in_shard_order(manifests: list[dict[str, Any]],
+                    dirs: list[Path]) -> list[tuple[dict[str, Any], Path]]:
+    """The runs by shard index (0/12, 1/12, ..., 10/12: by number, not as text)."""
+    pairs = list(zip(manifests, dirs, strict=True))
+    return sorted(pairs, key=lambda p: _shard(*p))
+
+
 def _check(manifests: list[dict[str, Any]], dirs: list[Path]) -> int:
     """The shard count, once the runs are known to be every shard of one config."""
     shards = []
@@ -39,12 +64,7 @@ def _check(manifests: list[dict[str, Any]], dirs: list[Path]) -> int:
         if m.get("status") != "ok":
             raise ConfigError(f"merge: run {d} has status '{m.get('status')}'; merge finished "
                               "runs only (re-run the failed shard)")
-        shard = ((m.get("config") or {}).get("source") or {}).get("shard")
-        if not shard:
-            raise ConfigError(f"merge: run {d} is not a shard (no source.shard); merge the "
-                              "runs of one `-m source.shard=0/n,...` sweep")
-        i, _, n = str(shard).partition("/")
-        shards.append((int(i), int(n)))
+        shards.append(_shard(m, d))
     counts = {n for _, n in shards}
     if len(counts) != 1:
         raise ConfigError(f"merge: the runs split into different shard counts {sorted(counts)}")
@@ -124,10 +144,9 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
     from evalkit.runner.run import _make, new_run_id
 
     manifests = [json.loads((d / "manifest.json").read_text()) for d in dirs]
-    order = sorted(range(len(dirs)), key=lambda k: str(manifests[k]["config"]["source"]["shard"]))
-    dirs = [dirs[k] for k in order]
-    manifests = [manifests[k] for k in order]
     n = _check(manifests, dirs)
+    ordered = _in_shard_order(manifests, dirs)
+    manifests, dirs = [m for m, _ in ordered], [d for _, d in ordered]
     sources = merged_sources(manifests, dirs)
     config = copy.deepcopy(manifests[0]["config"])
     config["source"].pop("shard", None)

@@ -1,0 +1,59 @@
+"""``evalkit merge`` given runs that are not every shard of one finished config: one line
+naming the run and the fix, exit 2, and nothing written. Manifests only (no run): fast."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from evalkit.commands import merge
+
+
+def _run(root: Path, run_id: str, shard: object = None, **extra: object) -> Path:
+    d = root / "runs" / "audit" / run_id
+    (d / "judgments").mkdir(parents=True)
+    source: dict[str, object] = {"plugin": "jsonl", "path": "x.jsonl"}
+    if shard is not None:
+        source["shard"] = shard
+    manifest = {"run_id": run_id, "experiment": "audit", "status": "ok",
+                "config": {"source": source, "runner": {}}, **extra}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    return d
+
+
+def _merge(root: Path, *refs: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = merge.main(argparse.Namespace(runs=list(refs), runs_dir=str(root / "runs")))
+    err = capsys.readouterr().err
+    return code, err
+
+
+def test_an_unsharded_run_is_refused_in_one_line(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    _run(tmp_path, "whole")
+    _run(tmp_path, "s0", "0/2")
+    _run(tmp_path, "s1", "1/2")
+    for refs in (["whole"], ["whole", "s0", "s1"], ["s0", "whole", "s1"]):
+        code, err = _merge(tmp_path, *refs, capsys=capsys)
+        assert code == 2, err
+        assert err.count("\n") == 1 and "whole" in err and "not a shard" in err
+    assert sorted(p.name for p in (tmp_path / "runs" / "audit").iterdir()) == ["s0", "s1",
+                                                                                "whole"]
+
+
+def test_a_malformed_shard_in_a_manifest_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _run(tmp_path, "s0", "0/2")
+    _run(tmp_path, "bad", "x/2")
+    code, err = _merge(tmp_path, "s0", "bad", capsys=capsys)
+    assert code == 2 and err.count("\n") == 1 and "bad" in err and "source.shard" in err
+
+
+def test_shards_are_put_together_in_shard_order_past_ten(tmp_path: Path) -> None:
+    manifests = [{"config": {"source": {"shard": f"{i}/12"}}} for i in (10, 2, 0, 11, 1)]
+    dirs = [Path(f"r{i}") for i in range(5)]
+    ordered = merge._in_shard_order(manifests, dirs)
+    assert [m["config"]["source"]["shard"] for m, _ in ordered] == [
+        "0/12", "1/12", "2/12", "10/12", "11/12"]
