@@ -30,7 +30,9 @@ OPERATORS = (">", ">=", "<", "<=", "==", "!=")
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    runs_dir: str = "runs"  # where run directories go, relative to the working directory
+    # where run directories go: a local directory (relative to the working directory) or a
+    # URL such as s3://BUCKET/PREFIX (see docs/scaling.md, "Runs on object storage")
+    runs_dir: str = "runs"
     run_id: str | None = None  # default: a timestamp plus a random suffix
     resume: str | None = None  # finish this killed, failed or interrupted run (same config)
     batch_size: int = 50_000  # records per batch through filters and judges

@@ -168,6 +168,9 @@ def _clear(run_dir: Path, progress: Progress) -> None:
     progress.write(run_dir)  # its whole lines only: one cut short must not run into the next
 
 
+_UPLOADS = 8  # a staged run's files uploaded at once
+
+
 @dataclass
 class Staged:
     """A run whose runs directory is on object storage (:mod:`evalkit.results.storage`): it
@@ -185,19 +188,26 @@ class Staged:
     def publish(self, run_dir: Path, manifest_only: bool = False) -> None:
         """Upload ``run_dir``'s files (only its manifest when ``manifest_only``); a failed
         upload is one line naming ``runner.runs_dir``."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from evalkit.results.storage import publish_order
 
         files = [run_dir / "manifest.json"] if manifest_only else \
             publish_order(run_dir.rglob("*"), run_dir)
-        for local in files:
-            target = f"{self.path}/{local.relative_to(run_dir).as_posix()}"
-            try:
-                self.remote.upload(local, target)
-            except OSError as exc:
-                raise RunDirError(f"runner.runs_dir: cannot upload {local.name} to "
-                                  f"{self.remote.url_of(target)} ({mask(str(exc))[:200]}); "
-                                  "check the storage and its credentials, and run again") \
-                    from None
+        *data, manifest = files
+        if data:  # the data files at once (an upload is mostly waiting) ...
+            with ThreadPoolExecutor(min(_UPLOADS, len(data))) as pool:
+                list(pool.map(lambda f: self._upload(run_dir, f), data))
+        self._upload(run_dir, manifest)  # ... and the manifest once they are all in place
+
+    def _upload(self, run_dir: Path, local: Path) -> None:
+        target = f"{self.path}/{local.relative_to(run_dir).as_posix()}"
+        try:
+            self.remote.upload(local, target)
+        except OSError as exc:
+            raise RunDirError(f"runner.runs_dir: cannot upload {local.name} to "
+                              f"{self.remote.url_of(target)} ({mask(str(exc))[:200]}); "
+                              "check the storage and its credentials, and run again") from None
 
     def close(self) -> None:
         import shutil
