@@ -3,7 +3,6 @@ the per-record loop over the engine, skip rules, accounting and dry-run estimate
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -23,6 +22,7 @@ from evalkit.judges.llm._engine import (
     get_engine,
     resolve_endpoint,
 )
+from evalkit.judges.llm._feed import gather_fed
 from evalkit.judges.llm._pricing import call_cost, token_prices
 from evalkit.judges.llm._progress import JudgeProgress
 from evalkit.judges.llm._prompt import approx_tokens
@@ -253,7 +253,7 @@ class LlmJudge(AsyncJudge):
                     bar.advance(row["status"] == "error", 0.0 if cached else row.get("cost_usd"))
                     return row
 
-                return list(await asyncio.gather(*(one(r) for r in records)))
+                return await gather_fed(one(r) for r in records)
 
     async def _judge_safely(self, record: dict[str, Any]) -> dict[str, Any]:
         reason = self.skip_reason(record)
