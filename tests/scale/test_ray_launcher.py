@@ -198,7 +198,10 @@ def test_a_sweep_runs_as_ray_tasks_with_the_sweeps_environment(
              f"ray.init(address={address!r}, logging_level='ERROR')\n"
              "from ray._private.state import state\n"
              "from ray.core.generated import gcs_pb2\n"
-             "table = state._connect_and_get_accessor().get_job_table(\n"
+             "accessor = state._connect_and_get_accessor() if hasattr(\n"
+             "    state, '_connect_and_get_accessor') else (  # (Ray before 2.5x)\n"
+             "    state._check_connected() or state.global_state_accessor)\n"
+             "table = accessor.get_job_table(\n"
              "    skip_submission_job_info_field=False, skip_is_running_tasks_field=True)\n"
              "print(json.dumps([str(gcs_pb2.JobTableData.FromString(j)) for j in table]))"],
             env=_env(), capture_output=True, text=True, timeout=120)
@@ -287,3 +290,21 @@ def test_a_job_whose_ray_worker_dies_fails_alone(
         assert len(runs) == 3  # and the dead job's run, never a second one
     finally:
         server.stop()
+
+
+def test_in_ci_a_missing_ray_fails_the_ray_tests_instead_of_skipping(tmp_path: Path) -> None:
+    assert "EVALKIT_REQUIRE_RAY=1" in (Path(__file__).parents[2] / ".ci" / "run").read_text()
+    fake = tmp_path / "noray" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    for env, outcome in (({"CI": "true"}, "1 error"), ({"CI": ""}, "1 skipped")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+             "-k", "sweep_runs_as_ray_tasks"],
+            env={**os.environ, "PYTHONPATH": str(tmp_path / "noray"), "EVALKIT_REQUIRE_RAY": "",
+                 **env}, cwd=Path(__file__).parents[2], capture_output=True, text=True,
+            timeout=300)
+        assert outcome in proc.stdout, proc.stdout[-2000:]
+        in_ci = outcome == "1 error"
+        assert ("CI requires the Ray launcher tests" in proc.stdout) == in_ci
+        assert (proc.returncode != 0) == in_ci  # the suite fails in CI, passes elsewhere
