@@ -90,6 +90,21 @@ def _entrypoint_as_argv() -> Iterator[None]:
         ray_utils.get_entrypoint_name = original
 
 
+def _unreachable(address: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing listens at a ``host:port`` cluster address (None: something does, or the
+    address is another form: ``auto``, ``local``, ``ray://``, left to Ray)."""
+    import socket
+
+    host, colon, port = address.rpartition(":")
+    if not colon or "://" in address or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
 class RayLauncher(Launcher):
     def __init__(self, ray: DictConfig) -> None:
         self.ray_cfg = ray
@@ -166,6 +181,13 @@ class RayLauncher(Launcher):
         if not init.get("address") and not os.environ.get("RAY_ADDRESS"):
             init.setdefault("object_store_memory", _LOCAL_OBJECT_STORE)  # a Ray started here
         init.setdefault("logging_level", logging.WARNING)
+        address = init.get("address") or os.environ.get("RAY_ADDRESS")
+        refused = _unreachable(address) if address else None
+        if refused:  # (ray.init retries such an address for ever)
+            print(f"evalkit: error: hydra.launcher.ray.init.address={address}: no Ray "
+                  f"answers there ({refused}); start the cluster (`ray start --head`) or fix "
+                  "the address (`ray status --address=...` checks it)", file=sys.stderr)
+            sys.exit(2)
         try:
             with _entrypoint_as_argv():
                 ray.init(**init)

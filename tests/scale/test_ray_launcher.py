@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, run_dirs
+from tests.conftest import EVALKIT, run_cli, run_dirs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges" / "llm"))
 from fake_llm_server import FakeLLMServer  # noqa: E402
@@ -290,6 +290,21 @@ def test_a_job_whose_ray_worker_dies_fails_alone(
         assert len(runs) == 3  # and the dead job's run, never a second one
     finally:
         server.stop()
+
+
+def test_a_cluster_address_where_no_ray_listens_is_one_error_line(tmp_path: Path) -> None:
+    if _ray_missing() is not None:
+        pytest.skip("the ray extra is not installed")  # (the CI test above fails then)
+    # (ray.init itself waits for ever: a bounded wait here)
+    proc = subprocess.run(
+        [EVALKIT, "run", "-m", "+experiment=quickstart", "judges.prompt_echo.threshold=0.5,0.9",
+         "hydra/launcher=ray", f"hydra.launcher.ray.init.address=127.0.0.1:{_free_port()}",
+         "runner.summary=false"], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+        timeout=90)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "hydra.launcher.ray.init.address=127.0.0.1:" in proc.stderr
+    assert "no Ray answers there" in proc.stderr and "Traceback" not in proc.stderr
+    assert run_dirs(tmp_path, "quickstart") == []
 
 
 def test_in_ci_a_missing_ray_fails_the_ray_tests_instead_of_skipping(tmp_path: Path) -> None:
