@@ -238,5 +238,5 @@ def stage_remote(rc: RunConfig, run_id: str) -> Staged:
     if remote.exists(path):
         raise ConfigError(f"runner.run_id: {remote.url_of(path)} already holds objects; "
                           "choose another run_id or leave it unset")
-    stage = Path(tempfile.gettempdir()) / f"evalkit-stage-{os.getpid()}-{run_id}"
-    return Staged(remote, stage, path)
+    # private to this user (0700); the caller removes it when the run ends
+    return Staged(remote, Path(tempfile.mkdtemp(prefix=f"evalkit-stage-{run_id}-")), path)

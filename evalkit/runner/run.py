@@ -121,12 +121,22 @@ def execute(rc: RunConfig) -> RunResult:
     started = datetime.now(timezone.utc)
     t_start = time.perf_counter()
     run_id = run_id_of(rc) or new_run_id()
-    staged = None  # a runs directory on object storage: the run is staged here, then uploaded
-    if is_remote(rc.runner.runs_dir):
+    if not is_remote(rc.runner.runs_dir):
+        result = _execute(rc, run_id, Path(rc.runner.runs_dir), None, started, t_start)
+    else:  # object storage: the run is staged in a local directory, then uploaded
         staged = stage_remote(rc, run_id)
-        runs_dir = staged.stage
-    else:
-        runs_dir = Path(rc.runner.runs_dir)
+        try:
+            result = _execute(rc, run_id, staged.stage, staged, started, t_start)
+        finally:
+            staged.close()
+    check_judge_errors(result.judgment_counts, result.manifest.get("judgment_errors") or {},
+                       rc.runner.max_judge_error_rate)
+    raise_on_fired(result.alerts, rc.runner.fail_on)
+    return result
+
+
+def _execute(rc: RunConfig, run_id: str, runs_dir: Path, staged: Staged | None,
+             started: datetime, t_start: float) -> RunResult:
     run_dir = runs_dir / rc.experiment / run_id
     cache_dir = Path(rc.runner.cache_dir or os.environ.get("EVALKIT_CACHE_DIR")
                      or Path.home() / ".cache" / "evalkit")
@@ -140,27 +150,19 @@ def execute(rc: RunConfig) -> RunResult:
                        metrics=[(i, _make(i, ctx)) for i in rc.metrics],
                        sinks=[(i, _make(i, ctx)) for i in rc.sinks])
     check_alerts(rc.alerts, plugins.metrics)
+    run = claim(run_dir, run_id, rc)
+    finished = False
     try:
-        run = claim(run_dir, run_id, rc)
-        finished = False
-        try:
-            result = _run(rc, ctx, plugins, run, started, t_start, staged)
-            finished = True
-        except KeyboardInterrupt:
-            if staged is not None:
-                raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in "
-                                     f"{staged.url}") from None
-            raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in "
-                                 f"{run_dir}; finish it with: evalkit run ... --resume "
-                                 f"{run_id}") from None
-        finally:
-            run.release(finished)
-    finally:
+        result = _run(rc, ctx, plugins, run, started, t_start, staged)
+        finished = True
+    except KeyboardInterrupt:
         if staged is not None:
-            staged.close()
-    check_judge_errors(result.judgment_counts, result.manifest.get("judgment_errors") or {},
-                       rc.runner.max_judge_error_rate)
-    raise_on_fired(result.alerts, rc.runner.fail_on)
+            raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in "
+                                 f"{staged.url}") from None
+        raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in {run_dir}; "
+                             f"finish it with: evalkit run ... --resume {run_id}") from None
+    finally:
+        run.release(finished)
     return result
 
 

@@ -171,8 +171,12 @@ def test_run_writes_whole_run_to_s3_and_reads_like_local(tmp_path: Path, bucket)
     url, fs, name = bucket
     run_cli("run", "+experiment=quickstart", "runner.summary=false", "runner.run_id=same",
             "runner.batch_size=40", cwd=tmp_path)
+    stage = tmp_path.parent / f"{tmp_path.name}-tmp"  # where the run is staged: left empty
+    stage.mkdir()
     out = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'",
-                  "runner.run_id=same", "runner.batch_size=40", cwd=tmp_path, env=_env())
+                  "runner.run_id=same", "runner.batch_size=40", cwd=tmp_path,
+                  env=_env(TMPDIR=str(stage)))
+    assert not list(stage.iterdir())
     files = _objects(fs, name)
     expected = {"manifest.json", "records.parquet", "metrics.parquet", "alerts.parquet",
                 "rejects.parquet"}
@@ -197,6 +201,11 @@ def test_run_writes_whole_run_to_s3_and_reads_like_local(tmp_path: Path, bucket)
     again = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'",
                     "runner.run_id=same", cwd=tmp_path, env=_env(), check=False)
     assert again.returncode == 2 and "already exists" in again.stderr
+    bad = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'",
+                  f"source.path={tmp_path / 'missing.jsonl'}", cwd=tmp_path,
+                  env=_env(TMPDIR=str(stage)), check=False)
+    assert bad.returncode == 2 and "missing.jsonl" in bad.stderr
+    assert not list(stage.iterdir()) and _objects(fs, name) == files
 
 
 @pytest.mark.parametrize(("fault", "status"), [("kill@judgment_part#2", "running"),
