@@ -141,6 +141,8 @@ class RayLauncher(Launcher):
         self._start_ray(ray)
         log.info(f"Ray launcher: {len(job_overrides)} jobs")
 
+        remote = OmegaConf.create({k: v for k, v in OmegaConf.to_container(
+            self.ray_cfg.remote, resolve=True).items() if v is not None})  # type: ignore[union-attr]
         refs: list[tuple[int, list[str], Any]] = []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
@@ -152,7 +154,7 @@ class RayLauncher(Launcher):
             task = _InLaunchingEnv(self.task_function, job_env(sweep_config),
                                    str(sweep_config.hydra.runtime.cwd))
             refs.append((idx, list(overrides), launch_job_on_ray(
-                self.hydra_context, self.ray_cfg.remote, sweep_config, task,
+                self.hydra_context, remote, sweep_config, task,
                 Singleton.get_state())))
 
         returns = []
