@@ -98,6 +98,8 @@ def ray_head() -> Iterator[tuple[str, Path]]:
     head = subprocess.Popen(
         [str(RAY), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
          "--include-dashboard=false", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
+         # a small object store: a container's /dev/shm is often 64 MB
+         "--object-store-memory=78643200",
          f"--temp-dir={temp / 'ray'}"],
         env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
