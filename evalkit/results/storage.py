@@ -86,7 +86,8 @@ def open_runs_dir(url: str, key: str) -> RemoteRunsDir:
         raise ConfigError(f"{key}: cannot open '{mask(url)}' ({_reason(exc)}); give a local "
                           "directory or a URL such as s3://BUCKET/PREFIX (S3 options: "
                           "?region=REGION, ?endpoint_override=HOST:PORT&scheme=http)") from None
-    except OSError as exc:  # (from_uri asks AWS for a bucket's region when none is given)
+    except (OSError, pa.ArrowException) as exc:  # (from_uri may ask the store: S3 a
+        # bucket's region when none is given, Azure for a token)
         raise _access_error(key, shown, url, exc, None) from None
     root = root.rstrip("/")
     scheme = urlsplit(url).scheme
@@ -149,6 +150,7 @@ class RemoteRunsDir:
     def check(self, url: str) -> None:
         """One request that proves the bucket (or root) is there and answers; it fails fast
         (one attempt) so an unreachable endpoint is an error at once, not after retries."""
+        import pyarrow as pa
         import pyarrow.fs as pafs
 
         fs, endpoint = self.fs, None
@@ -166,7 +168,7 @@ class RemoteRunsDir:
             target = self.root
         try:
             info = fs.get_file_info(target)
-        except OSError as exc:
+        except (OSError, pa.ArrowException) as exc:
             raise _access_error(self.key, self.shown, url, exc, endpoint) from None
         if isinstance(self.fs, pafs.S3FileSystem) and info.type == pafs.FileType.NotFound:
             raise ConfigError(f"{self.key}: there is no bucket '{target}' at {self.shown}; "
@@ -291,6 +293,10 @@ class RemoteRunsDir:
         """Copy the local file ``local`` to ``path``; the object appears when it is whole."""
         import shutil
 
+        import pyarrow.fs as pafs
+
+        if not isinstance(self.fs, pafs.S3FileSystem):  # (S3 has no directories to make)
+            self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with open(local, "rb") as src, self.fs.open_output_stream(path) as dst:
             shutil.copyfileobj(src, dst, 8 << 20)
 

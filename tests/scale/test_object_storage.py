@@ -334,6 +334,19 @@ def test_remote_runs_dir_commands_that_need_a_local_one_say_so(tmp_path: Path, b
         assert "local" in line, (args, line)
 
 
+def test_a_file_url_is_a_runs_dir_through_the_same_layer(tmp_path: Path) -> None:
+    """pyarrow's local filesystem behind a file:// URL: the run is staged and copied there
+    (its directories made, which S3 needs not), and read back through datasets."""
+    url = (tmp_path / "store").as_uri()
+    run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'", "runner.run_id=f",
+            "runner.summary=false", cwd=tmp_path)
+    assert json.loads((tmp_path / "store/quickstart/f/manifest.json").read_text())[
+        "status"] == "ok"
+    out = run_cli("query", "--runs-dir", url, "SELECT status, (SELECT count(*) FROM records) "
+                  "AS n, run_dir FROM runs", "--format", "csv", cwd=tmp_path).stdout
+    assert out.split() == ["status,n,run_dir", f"ok,160,{url}/quickstart/f"]
+
+
 def test_open_run_on_object_storage_says_how_to_read_it(bucket) -> None:
     import evalkit
     from evalkit.errors import EvalkitError
