@@ -61,6 +61,8 @@ def _task(cfg: DictConfig) -> dict | None:
             rc = dataclasses.replace(rc, sweep=job,
                                      runner=dataclasses.replace(rc.runner, run_id=run_id))
             run_dir = str(Path(rc.runner.runs_dir) / rc.experiment / run_id)
+            # the closing table names the run of a job whose process dies
+            sweep.note({"job": job["job"], "event": "run", "run_dir": run_dir})
         result = execute(rc)
         if config_mod.nothing_to_evaluate(rc):  # said after the run, which stored the records
             print(f"evalkit: warning: {config_mod.NOTHING_TO_EVALUATE}", file=sys.stderr)
@@ -143,7 +145,7 @@ def main(argv: list[str]) -> None:
         try:
             _task()
         finally:
-            code = sweep.finish(status)
+            code = sweep.finish(status, sweep.planned(argv))
     except KeyboardInterrupt:  # while Hydra composes the config
         print("evalkit: interrupted", file=sys.stderr)
         sys.exit(130)

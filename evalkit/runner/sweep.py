@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = [
     "JOB_ENV", "LIMITS_DIR", "MAX_METRICS", "SWEEP_ID", "SWEEP_STATUS", "current_job", "finish",
-    "is_multirun", "job_env", "jobs", "note", "start",
+    "is_multirun", "job_env", "jobs", "note", "planned", "start",
 ]
 
 SWEEP_ID = "EVALKIT_SWEEP_ID"
@@ -121,8 +121,27 @@ def job_env(config: Any = None) -> dict[str, str]:
             if k in named or k.startswith(_JOB_ENV_PREFIXES) or is_secret_name(k)}
 
 
-def jobs(path: Path) -> list[dict[str, Any]]:
-    """Each job's last word, by job number: started and never ended -> failed (exit 1)."""
+def planned(argv: list[str]) -> list[list[str]] | None:
+    """The overrides of each job the default (basic) sweeper makes of ``argv``, by job
+    number; None when another sweeper decides (or the line does not parse)."""
+    overrides = [a for a in argv if not a.startswith("-")]
+    task = [a for a in overrides if not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    if any(a.lstrip("+~").startswith("hydra/sweeper=") or a.startswith("hydra.sweeper.")
+           for a in overrides):
+        return None
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(task)
+        return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    except Exception:  # (Hydra itself says what is wrong with the line)
+        return None
+
+
+def jobs(path: Path, plan: list[list[str]] | None = None) -> list[dict[str, Any]]:
+    """Each job's last word, by job number: started and never ended -> failed (exit 1),
+    naming the run it left; in ``plan`` and never started -> not run (exit 1)."""
     out: dict[int, dict[str, Any]] = {}
     for line in path.read_text().splitlines():
         try:
@@ -135,6 +154,21 @@ def jobs(path: Path) -> list[dict[str, Any]]:
                                  "error": "the job's process ended before the job did"})
         else:
             out[num] = {**out.get(num, {}), **event}
+    for job in out.values():
+        run = job.get("run_dir")
+        if job.get("event") != "run":
+            continue
+        if run and (Path(run) / "manifest.json").exists():
+            name = Path(run).name
+            job["error"] += (f"; its run {name} is left unfinished: finish it with: "
+                             f"evalkit run ... --resume {name}")
+        else:
+            job["run_dir"] = None  # it died before its run wrote anything
+    for num, overrides in enumerate(plan or []):
+        out.setdefault(num, {"job": num, "overrides": overrides, "status": "not run",
+                             "exit": 1, "run_dir": None,
+                             "error": "never started: the launcher stopped before it (its "
+                                      "error is above)"})
     return [out[k] for k in sorted(out)]
 
 
@@ -163,9 +197,10 @@ def _headline(run_dir: str | None) -> dict[str, str]:
     return out
 
 
-def finish(path: Path) -> int:
-    """In the launching process, after the launcher returned: the closing table; the exit
-    code (the highest of the jobs')."""
+def finish(path: Path, plan: list[list[str]] | None = None) -> int:
+    """In the launching process, after the launcher returned: the closing table (every job
+    of ``plan``, the jobs the sweeper made, started or not); the exit code (the highest of
+    the jobs')."""
     os.environ.pop(SWEEP_STATUS, None)
     sweep_id = os.environ.pop(SWEEP_ID, None)
     own = os.environ.pop(_OWN_LIMITS, None)
@@ -176,7 +211,7 @@ def finish(path: Path) -> int:
         shutil.rmtree(own, ignore_errors=True)
     if not path.exists():
         return 0
-    done = jobs(path)
+    done = jobs(path, plan)
     path.unlink()
     if not done:
         return 0
@@ -203,8 +238,11 @@ def finish(path: Path) -> int:
         table.add_column(escape(name), justify="right", overflow="fold")
     for j, over, head in zip(done, varying, headlines, strict=True):
         status = j.get("status", "failed")
-        if status != "ok":
-            status = f"[bold red]failed (exit {j.get('exit', 1)})[/]"
+        if status == "not run":
+            status = "[bold red]not run[/]"
+        elif status != "ok":
+            word = "interrupted" if j.get("exit") == 130 else "failed"
+            status = f"[bold red]{word} (exit {j.get('exit', 1)})[/]"
         run = Path(j["run_dir"]).name if j.get("run_dir") else "—"
         table.add_row(str(j["job"]), escape(mask(" ".join(over))), status, escape(run),
                       *(head.get(n, "—") for n in shown))
@@ -214,6 +252,7 @@ def finish(path: Path) -> int:
                       f"FROM metrics JOIN runs USING (run_id) WHERE sweep_id = '{sweep_id}'\"[/]",
                       soft_wrap=True)
     for j in failed:
-        console.print(f"[bold red]job {j['job']} failed[/]: {escape(mask(str(j.get('error'))))}",
+        word = "not run" if j.get("status") == "not run" else "failed"
+        console.print(f"[bold red]job {j['job']} {word}[/]: {escape(mask(str(j.get('error'))))}",
                       soft_wrap=True)
     return max((int(j.get("exit") or 1) for j in failed), default=0)
