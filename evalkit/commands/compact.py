@@ -4,7 +4,8 @@ part). Rows, columns and their order stay as they were: the parts are read in th
 and written as one ``judgments/part-00000.parquet`` with the parts' unified schema (a column
 a part lacks is null there, as the query layer's ``union_by_name`` read gave it).
 
-A run is rewritten only when finished (its manifest says so) and has more than one part.
+A run is rewritten only when finished (its manifest says ``ok``) and has more than one
+part: a failed or interrupted run is resumable, and its resume counts its parts.
 The new file is written in a sibling directory, then swapped with ``judgments/`` in one
 ``renameat2(RENAME_EXCHANGE)`` on Linux (a reader sees the old parts or the new file, never
 neither); elsewhere by two renames, and a directory left half-swapped by a crash is put back
@@ -25,7 +26,9 @@ from evalkit.commands._runs import find_run, local_runs_dir
 
 __all__ = ["FINISHED", "add_arguments", "compact_run", "main"]
 
-FINISHED = ("ok", "failed", "dry_run")
+# A failed or interrupted run is resumable, and its resume keeps the judgment parts of the
+# batches it finished by counting them (``.progress``): such a run is never rewritten.
+FINISHED = ("ok", "dry_run")
 # The parts are gathered into row groups of about this size (DuckDB's own), never more
 # than ROW_GROUP_BYTES in memory: one row group per part would leave a query reading as
 # many row groups as the parts were files, nearly as slow as the files themselves.
@@ -120,6 +123,10 @@ def compact_run(run_dir: Path) -> int | None:
 
 def main(args: argparse.Namespace) -> int:
     runs_dir = local_runs_dir(args.runs_dir, "compact")
+    if not args.runs and not runs_dir.is_dir():
+        print(f"evalkit: error: compact --runs-dir: {runs_dir} is not a directory; pass the "
+              "runs directory your runs are in (runner.runs_dir)", file=sys.stderr)
+        return 2
     if args.runs:
         dirs = [find_run(ref, runs_dir, "compact") for ref in args.runs]
     else:
