@@ -136,18 +136,31 @@ _PENDING: weakref.WeakKeyDictionary[Any, dict[str, tuple[list[Any], Any]]] = (
     weakref.WeakKeyDictionary())
 
 
+# the local Parquet views a connection made: name -> (run directories, root, their files),
+# to make them again when the files changed under it (evalkit compact swapped a run's parts)
+_MADE: weakref.WeakKeyDictionary[Any, dict[str, tuple[list[Path], Path, list[Path]]]] = (
+    weakref.WeakKeyDictionary())
+
+
 def _create_table_view(con: duckdb.DuckDBPyConnection, name: str,
                        dirs: list[Path] | list[RemoteRun], root: Path | RemoteRunsDir) -> None:
     if not isinstance(root, Path):  # object storage
         _create_remote_view(con, name, dirs, root)  # type: ignore[arg-type]
         return
-    files = table_files(dirs, name)
-    if files:
-        listed = ", ".join(sql_literal(str(p)) for p in files)
-        sql = f"SELECT * FROM read_parquet([{listed}], union_by_name=true)"
-    else:
-        sql = empty_select_sql(name)
-    _create_view(con, name, sql, root)
+    for again in (False, True):
+        files = table_files(dirs, name)  # type: ignore[arg-type]
+        _MADE.setdefault(con, {})[name] = (dirs, root, files)  # type: ignore[assignment]
+        if files:
+            listed = ", ".join(sql_literal(str(p)) for p in files)
+            sql = f"SELECT * FROM read_parquet([{listed}], union_by_name=true)"
+        else:
+            sql = empty_select_sql(name)
+        try:
+            _create_view(con, name, sql, root)
+            return
+        except QueryError:  # a file listed was swapped away meanwhile (evalkit compact)
+            if again or table_files(dirs, name) == files:  # type: ignore[arg-type]
+                raise
 
 
 def _make_pending_views(con: duckdb.DuckDBPyConnection, tree: object) -> None:
@@ -347,6 +360,17 @@ def run_query(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
     return result.arrow() if arrow else (result.columns, result.fetchall())
 
 
+def _remake_changed_views(con: duckdb.DuckDBPyConnection) -> bool:
+    """Make again the local views whose runs' files are no longer those they list; whether
+    any was."""
+    changed = [(name, dirs, root) for name, (dirs, root, files) in _MADE.get(con, {}).items()
+               if table_files(dirs, name) != files]
+    for name, dirs, root in changed:
+        con.execute(f"DROP VIEW IF EXISTS {name}")
+        _create_table_view(con, name, dirs, root)
+    return bool(changed)
+
+
 def _execute(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
              params: object) -> QueryResult:
     import duckdb
@@ -368,6 +392,14 @@ def _execute(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
                 _create_table_view(con, name, *where)
             for name, obj in _REMOTE_OBJECTS.get(con, {}).items():
                 cursor.register(name, obj)
+            cursor.execute(sql, params)
+        except (duckdb.IOException, duckdb.InvalidInputException, duckdb.InternalException):
+            # a run's files changed since the views listed them (evalkit compact swapped its
+            # judgment parts for one file): list them again and run the query once more
+            if not _remake_changed_views(con):
+                raise
+            cursor.close()
+            cursor = con.cursor()
             cursor.execute(sql, params)
     except duckdb.PermissionException as exc:
         cursor.close()
