@@ -72,7 +72,26 @@ def _recover(run_dir: Path) -> None:
 
 
 def compact_run(run_dir: Path) -> int | None:
-    """Merge ``run_dir``'s judgment parts; the number of parts merged (None: left as is)."""
+    """Merge ``run_dir``'s judgment parts; the number of parts merged (None: left as is,
+    also when another ``evalkit compact`` holds the run: an exclusive ``flock`` on the run's
+    directory, so two never swap or clean up the same run at once)."""
+    import fcntl
+
+    try:
+        fd = os.open(run_dir, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return None
+        return _compact_locked(run_dir)
+    finally:
+        os.close(fd)
+
+
+def _compact_locked(run_dir: Path) -> int | None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

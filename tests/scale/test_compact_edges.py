@@ -60,3 +60,20 @@ def test_a_connection_made_before_compact_reads_the_same_rows_after(tmp_path: Pa
     assert con.sql(query).fetchall() == before  # not "No files found ... part-00001.parquet"
     with pytest.raises(QueryError, match="no_such_column"):  # a bad query is not retried
         con.sql("SELECT no_such_column FROM judgments").fetchall()
+
+
+def test_a_run_another_compact_is_at_is_left_to_it(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    d = _run(tmp_path, "ok")
+    theirs = d / ".judgments-new-999999"  # the other compact's file, being written
+    theirs.mkdir()
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert compact.compact_run(d) is None
+        assert theirs.is_dir() and len(list((d / "judgments").iterdir())) == 3
+    finally:
+        os.close(fd)
+    assert compact.compact_run(d) == 3
