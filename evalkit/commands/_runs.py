@@ -66,6 +66,9 @@ def _finished(run_dir: Path, command: str, unfinished: bool) -> Path:
         status = "interrupted"  # killed: its manifest could not say so
     if unfinished or status == FINISHED:
         return run_dir
+    anyway = {"query": " (or pass --all-runs to use it as it is)",
+              "push": " (or pass --all-runs to use it as it is)",
+              "connect": " (or pass include_unfinished=True to use it as it is)"}
     raise EvalkitError(f"{command}: run {run_dir} is '{status}', not finished: its tables may "
-                       f"be partial; finish it with: evalkit run ... --resume {run_dir.name} "
-                       "(or pass --all-runs to use it as it is)")
+                       f"be partial; finish it with: evalkit run ... --resume {run_dir.name}"
+                       + anyway.get(command, ""))

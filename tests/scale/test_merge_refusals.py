@@ -19,7 +19,7 @@ def _run(root: Path, run_id: str, shard: object = None, **extra: object) -> Path
     if shard is not None:
         source["shard"] = shard
     manifest = {"run_id": run_id, "experiment": "audit", "status": "ok",
-                "config": {"source": source, "runner": {}}, **extra}
+                "config": {"source": source, "runner": {}}, **extra}  # (extra: status=...)
     (d / "manifest.json").write_text(json.dumps(manifest))
     return d
 
@@ -57,3 +57,22 @@ def test_shards_are_put_together_in_shard_order_past_ten(tmp_path: Path) -> None
     ordered = merge._in_shard_order(manifests, dirs)
     assert [m["config"]["source"]["shard"] for m, _ in ordered] == [
         "0/12", "1/12", "2/12", "10/12", "11/12"]
+
+
+@pytest.mark.parametrize(("command", "hint"), [
+    ("merge", None), ("compact", None), ("report", None), ("query", "--all-runs"),
+    ("push", "--all-runs"), ("connect", "include_unfinished=True")])
+def test_an_unfinished_run_is_refused_with_a_fix_the_command_has(
+        tmp_path: Path, command: str, hint: str | None) -> None:
+    from evalkit.commands._runs import find_run
+    from evalkit.errors import EvalkitError
+
+    _run(tmp_path, "s0", "0/2", status="failed")
+    with pytest.raises(EvalkitError) as err:
+        find_run("s0", tmp_path / "runs", command)
+    text = str(err.value)
+    assert "--resume s0" in text
+    if hint is None:
+        assert "--all-runs" not in text and "include_unfinished" not in text
+    else:
+        assert hint in text
