@@ -47,7 +47,10 @@ def _task(cfg: DictConfig) -> dict | None:
     overrides = list(HydraConfig.get().overrides.task)
     job = sweep.current_job()  # None outside a sweep
     if job is not None:
-        sweep.note({"job": job["job"], "event": "start", "overrides": [mask(o) for o in overrides]})
+        import socket
+
+        sweep.note({"job": job["job"], "event": "start", "overrides": [mask(o) for o in overrides],
+                    "pid": os.getpid(), "host": socket.gethostname()})
     run_dir = None
     try:
         rc = config_mod.load(cfg, overrides)
@@ -142,10 +145,14 @@ def main(argv: list[str]) -> None:
             _task()
             return
         status = sweep.start()
+        stopped = False  # by Ctrl-C: the jobs got it too; the table does not wait for them
         try:
             _task()
+        except KeyboardInterrupt:
+            stopped = True
+            raise
         finally:
-            code = sweep.finish(status, sweep.planned(argv))
+            code = sweep.finish(status, sweep.planned(argv), wait=not stopped)
     except KeyboardInterrupt:  # while Hydra composes the config
         print("evalkit: interrupted", file=sys.stderr)
         sys.exit(130)

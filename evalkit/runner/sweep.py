@@ -197,10 +197,87 @@ def _headline(run_dir: str | None) -> dict[str, str]:
     return out
 
 
-def finish(path: Path, plan: list[list[str]] | None = None) -> int:
+_STARTING_S = 120.0  # how long a job may take to start its run before we stop waiting
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return bool(state) and state[0] not in ("Z", "X")  # (a zombie has ended)
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _writing(run_dir: str) -> bool | None:
+    """Whether a process holds the run's lock (None: no lock file to tell)."""
+    import fcntl
+
+    from evalkit.results.runs import LOCK
+
+    try:
+        fd = os.open(Path(run_dir) / LOCK, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _running_here(path: Path, waited_s: float) -> list[int]:
+    """The jobs that started on this machine, have not ended and are still at it: their run
+    is locked by its writer, or (no run yet, for at most ``_STARTING_S``) their process
+    lives. A worker process that outlives its job (joblib's, Ray's) is not waited for."""
+    import socket
+
+    host = socket.gethostname()
+    out = []
+    for job in jobs(path):
+        pid = job.get("pid")
+        if job.get("event") not in ("start", "run") or job.get("host") != host or not pid:
+            continue
+        writing = _writing(job["run_dir"]) if job.get("run_dir") else None
+        if writing or (writing is None and waited_s < _STARTING_S and _alive(int(pid))):
+            out.append(int(job["job"]))
+    return out
+
+
+def _wait_for_jobs(path: Path) -> None:
+    """Wait for the jobs still running when the launcher returned (Hydra's submitit
+    launcher returns at the first job that died; the jobs after it run on). Ctrl-C stops
+    waiting."""
+    import time
+
+    said = False
+    t0 = time.monotonic()
+    try:
+        while running := _running_here(path, time.monotonic() - t0):
+            if not said:
+                names = ", ".join(str(j) for j in running)
+                print(f"evalkit: the launcher stopped; waiting for job {names} still running "
+                      "(Ctrl-C to stop waiting)", file=sys.stderr, flush=True)
+                said = True
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+
+
+def finish(path: Path, plan: list[list[str]] | None = None, wait: bool = True) -> int:
     """In the launching process, after the launcher returned: the closing table (every job
     of ``plan``, the jobs the sweeper made, started or not); the exit code (the highest of
-    the jobs')."""
+    the jobs'). ``wait``: first wait for the jobs on this machine still running."""
+    if wait and path.exists():
+        _wait_for_jobs(path)
     os.environ.pop(SWEEP_STATUS, None)
     sweep_id = os.environ.pop(SWEEP_ID, None)
     own = os.environ.pop(_OWN_LIMITS, None)

@@ -72,3 +72,31 @@ def test_a_joblib_job_killed_mid_run_leaves_a_named_run_and_every_job_listed(
     assert "3 jobs" in out and f"--resume {killed[0].name}" in out
     for job in ("│ 0 ", "│ 1 ", "│ 2 "):
         assert job in out
+
+
+def test_the_table_waits_for_jobs_still_running_when_the_launcher_stops(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hydra's submitit launcher returns at the first job that died, while the jobs after it
+    # still run: the closing table must not call them dead, nor the sweep end under them
+    import socket
+    import subprocess
+    import sys
+
+    status = tmp_path / "s.jsonl"
+    end = json.dumps({"job": 1, "event": "end", "status": "ok", "exit": 0, "run_dir": None})
+    child = subprocess.Popen([sys.executable, "-c",
+                              f"import time; time.sleep(1.5); open({str(status)!r}, 'a')"
+                              f".write({end!r} + '\\n')"])
+    _status(status,
+            {"job": 0, "event": "start", "overrides": ["a=1"], "pid": 999_999_999,
+             "host": socket.gethostname()},
+            {"job": 1, "event": "start", "overrides": ["a=2"], "pid": child.pid,
+             "host": socket.gethostname()})
+    monkeypatch.setenv("COLUMNS", "200")
+    assert sweep.finish(status) == 1
+    child.wait()
+    out = capsys.readouterr()
+    assert "waiting for job 1" in out.err
+    assert "2 jobs, 1 failed" in out.out and "job 0 failed" in out.out
+    assert "job 1 failed" not in out.out
