@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
 __all__ = ["RemoteRun", "RemoteRunsDir", "is_remote", "open_runs_dir", "publish_order",
-           "shown_url", "writer_tag"]
+           "shown_url", "writer_gone", "writer_tag"]
 
 # a URL: scheme://..., or scheme:/... (a slash short: a typo that must not become a local
 # directory named "s3:"); a one-letter scheme is a Windows drive
@@ -204,7 +204,7 @@ class RemoteRunsDir:
             if manifest is None:
                 continue
             status = manifest.get("status")
-            if status == "running" and _writer_gone(manifest.get("writer")):
+            if status == "running" and writer_gone(manifest.get("writer")):
                 status = "interrupted"
             experiment, run_id = run_path.rsplit("/", 2)[-2:]
             runs.append(RemoteRun(run_path, experiment, run_id, manifest, status,
@@ -257,6 +257,17 @@ class RemoteRunsDir:
             return None
         return data if isinstance(data, dict) else None
 
+    def files_under(self, path: str) -> set[str]:
+        """The paths of every object under ``path``."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
+        try:
+            return {i.path for i in self.fs.get_file_info(selector)
+                    if i.type == pafs.FileType.File}
+        except OSError as exc:
+            raise _access_error(self.key, self.shown, self.shown, exc, None) from None
+
     def exists(self, path: str) -> bool:
         import pyarrow.fs as pafs
 
@@ -307,7 +318,9 @@ def writer_tag() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
-def _writer_gone(writer: object) -> bool:
+def writer_gone(writer: object) -> bool:
+    """Whether the process a remote run's manifest names as its writer is known to have
+    ended: it ran on this machine and its pid is no process here."""
     if not isinstance(writer, dict) or writer.get("host") != socket.gethostname():
         return False  # another machine's process: it cannot be checked from here
     pid = writer.get("pid")

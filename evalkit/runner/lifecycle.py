@@ -9,13 +9,15 @@ everything else the stopped run wrote is removed and written again.
 
 A run whose runs directory is a URL (object storage) is :class:`Staged`: it runs in a local
 directory of its own, claimed as above, and is uploaded when it starts (its manifest) and
-when it ends (everything, the manifest last); it cannot be resumed."""
+when it ends (everything, the manifest last). Its parts reach the store only at the end, so
+a resume of a remote run judges every batch again (the response cache answers the calls it
+made before) and replaces what the stopped run uploaded."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -180,6 +182,7 @@ class Staged:
     remote: RemoteRunsDir
     stage: Path  # a local directory of its own, removed when the run ends
     path: str  # the run's directory inside the store's filesystem
+    stale: set[str] = field(default_factory=set)  # a resumed run's objects, replaced at the end
 
     @property
     def url(self) -> str:
@@ -198,6 +201,12 @@ class Staged:
         if data:  # the data files at once (an upload is mostly waiting) ...
             with ThreadPoolExecutor(min(_UPLOADS, len(data))) as pool:
                 list(pool.map(lambda f: self._upload(run_dir, f), data))
+        if not manifest_only and self.stale:  # (parts of the stopped run not written again)
+            written = {f"{self.path}/{f.relative_to(run_dir).as_posix()}" for f in files}
+            for path in sorted(self.stale - written):
+                with contextlib.suppress(FileNotFoundError):
+                    self.remote.fs.delete_file(path)
+            self.stale = set()
         self._upload(run_dir, manifest)  # ... and the manifest once they are all in place
 
     def _upload(self, run_dir: Path, local: Path) -> None:
@@ -216,27 +225,48 @@ class Staged:
 
 
 def stage_remote(rc: RunConfig, run_id: str) -> Staged:
-    """Open and check ``runner.runs_dir`` (a URL), refuse what a run on object storage cannot
-    do (resume, report) or a run id already there, and choose a local staging directory."""
+    """Open and check ``runner.runs_dir`` (a URL); refuse ``runner.report``, a run id already
+    there (unless resumed), or a resume of nothing, of a finished run or of one whose writer
+    may still be running; make a local staging directory (holding the manifest of the run
+    being resumed, so that :func:`claim` resumes it)."""
+    import json
     import tempfile
 
-    from evalkit.results.storage import open_runs_dir
+    from evalkit.results.storage import open_runs_dir, writer_gone
 
     remote = open_runs_dir(rc.runner.runs_dir, "runner.runs_dir")
-    if rc.runner.resume is not None:
-        raise ConfigError(f"runner.resume: a run on object storage ({remote.shown}) cannot be "
-                          "resumed; start it again under a new run id")
     if rc.runner.report:
         raise ConfigError(f"runner.report: no report is written for a run on object storage "
                           f"({remote.shown}); set runner.report=false")
     path = remote.path(rc.experiment, run_id)
     previous = remote.read_json(f"{path}/manifest.json")
-    if previous is not None:
-        raise ConfigError(f"runner.run_id: run '{run_id}' already exists (status "
-                          f"{previous.get('status')}) in {remote.url_of(path)}; choose another "
-                          "run_id or leave it unset")
-    if remote.exists(path):
-        raise ConfigError(f"runner.run_id: {remote.url_of(path)} already holds objects; "
-                          "choose another run_id or leave it unset")
+    status = (previous or {}).get("status")
+    if rc.runner.resume is None:
+        if previous is not None:
+            raise ConfigError(f"runner.run_id: run '{run_id}' already exists (status {status}) "
+                              f"in {remote.url_of(path)}; choose another run_id or leave it "
+                              "unset")
+        if remote.exists(path):
+            raise ConfigError(f"runner.run_id: {remote.url_of(path)} already holds objects; "
+                              "choose another run_id or leave it unset")
+    elif previous is None:
+        raise ConfigError(f"runner.resume: no run '{run_id}' to resume in "
+                          f"{remote.url_of(remote.path(rc.experiment))}/ (no manifest.json "
+                          "there); list runs with: evalkit query --runs-dir URL \"SELECT "
+                          "run_id, status FROM runs\"")
+    elif status in DONE:
+        raise ConfigError(f"runner.resume: run '{run_id}' finished ({status}); nothing to "
+                          "resume")
+    elif status == "running" and not writer_gone(previous.get("writer")):
+        writer = previous.get("writer") or {}
+        raise ConfigError(f"runner.resume: run '{run_id}' may still be running (its writer: "
+                          f"pid {writer.get('pid', '?')} on {writer.get('host', '?')}); resume "
+                          "it once that process has ended, or choose another run_id")
     # private to this user (0700); the caller removes it when the run ends
-    return Staged(remote, Path(tempfile.mkdtemp(prefix=f"evalkit-stage-{run_id}-")), path)
+    staged = Staged(remote, Path(tempfile.mkdtemp(prefix=f"evalkit-stage-{run_id}-")), path)
+    if previous is not None:
+        staged.stale = remote.files_under(path)
+        run_dir = staged.stage / rc.experiment / run_id
+        run_dir.mkdir(parents=True)
+        (run_dir / "manifest.json").write_text(json.dumps(previous))
+    return staged

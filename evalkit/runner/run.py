@@ -158,7 +158,8 @@ def _execute(rc: RunConfig, run_id: str, runs_dir: Path, staged: Staged | None,
     except KeyboardInterrupt:
         if staged is not None:
             raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in "
-                                 f"{staged.url}") from None
+                                 f"{staged.url}; finish it with: evalkit run ... --resume "
+                                 f"{run_id}") from None
         raise RunInterrupted(f"interrupted; run '{run_id}' is marked interrupted in {run_dir}; "
                              f"finish it with: evalkit run ... --resume {run_id}") from None
     finally:

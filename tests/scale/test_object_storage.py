@@ -230,6 +230,36 @@ def test_killed_or_failed_run_on_s3_is_never_read_as_ok(tmp_path: Path, bucket, 
     assert out.split() == ["run_id,status,records,judgments,metrics,latest",
                            f"hurt,{shown},0,0,0,0"]
 
+    # finished with --resume: every batch judged again (from the cache), the stopped run's
+    # objects replaced, one written by nobody since (a stray part) removed
+    stray = f"{name}/runs/quickstart/hurt/judgments/part-00099.parquet"
+    with fs.open_output_stream(stray) as f:
+        f.write(b"not parquet")
+    run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'", "--resume", "hurt",
+            "runner.batch_size=40", "runner.summary=false", cwd=tmp_path, env=_env())
+    out = run_cli("query", "--runs-dir", url, sql, "--format", "csv", cwd=tmp_path,
+                  env=_env()).stdout
+    assert out.split()[1].startswith("hurt,ok,160,320,")
+    assert "runs/quickstart/hurt/judgments/part-00099.parquet" not in _objects(fs, name)
+    again = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'", "--resume",
+                    "hurt", cwd=tmp_path, env=_env(), check=False)
+    assert again.returncode == 2 and "nothing to resume" in again.stderr
+
+
+def test_resume_of_a_remote_run_another_machine_may_still_write_is_refused(
+        tmp_path: Path, bucket) -> None:
+    url, fs, name = bucket
+    manifest = {"run_id": "busy", "experiment": "quickstart", "status": "running",
+                "writer": {"host": "another-machine", "pid": 1}}
+    with fs.open_output_stream(f"{name}/runs/quickstart/busy/manifest.json") as f:
+        f.write(json.dumps(manifest).encode())
+    proc = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'", "--resume",
+                   "busy", cwd=tmp_path, env=_env(), check=False)
+    assert "may still be running" in _one_line_error(proc, "runner.resume")
+    out = run_cli("query", "--runs-dir", url, "SELECT status FROM runs", "--format", "csv",
+                  cwd=tmp_path, env=_env()).stdout
+    assert out.split() == ["status", "running"]  # (another machine's process: not judged)
+
 
 def _one_line_error(proc: subprocess.CompletedProcess[str], key: str) -> str:
     assert proc.returncode == 2, proc.stderr
