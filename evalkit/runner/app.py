@@ -145,19 +145,23 @@ def main(argv: list[str]) -> None:
             _task()
             return
         status = sweep.start()
-        stopped = False  # by Ctrl-C: the jobs got it too; the table does not wait for them
+        stopped = False  # by Ctrl-C: the jobs got it too; the table waits a little for them
         try:
             _task()
         except KeyboardInterrupt:
             stopped = True
             raise
         finally:
-            code = sweep.finish(status, sweep.planned(argv), wait=not stopped)
+            code = sweep.finish(status, sweep.planned(argv),
+                                wait_s=_STOPPED_WAIT_S if stopped else float("inf"))
     except KeyboardInterrupt:  # while Hydra composes the config
         print("evalkit: interrupted", file=sys.stderr)
         sys.exit(130)
     if code:
         sys.exit(code)
+
+
+_STOPPED_WAIT_S = 10.0  # after Ctrl-C: how long the jobs may take to mark their runs
 
 
 def _take_resume(argv: list[str]) -> list[str]:

@@ -252,7 +252,7 @@ def _running_here(path: Path, waited_s: float) -> list[int]:
     return out
 
 
-def _wait_for_jobs(path: Path) -> None:
+def _wait_for_jobs(path: Path, limit_s: float) -> None:
     """Wait for the jobs still running when the launcher returned (Hydra's submitit
     launcher returns at the first job that died; the jobs after it run on). Ctrl-C stops
     waiting."""
@@ -261,7 +261,8 @@ def _wait_for_jobs(path: Path) -> None:
     said = False
     t0 = time.monotonic()
     try:
-        while running := _running_here(path, time.monotonic() - t0):
+        while (running := _running_here(path, time.monotonic() - t0)) and \
+                time.monotonic() - t0 < limit_s:
             if not said:
                 names = ", ".join(str(j) for j in running)
                 print(f"evalkit: the launcher stopped; waiting for job {names} still running "
@@ -272,12 +273,14 @@ def _wait_for_jobs(path: Path) -> None:
         pass
 
 
-def finish(path: Path, plan: list[list[str]] | None = None, wait: bool = True) -> int:
+def finish(path: Path, plan: list[list[str]] | None = None,
+           wait_s: float = float("inf")) -> int:
     """In the launching process, after the launcher returned: the closing table (every job
     of ``plan``, the jobs the sweeper made, started or not); the exit code (the highest of
-    the jobs'). ``wait``: first wait for the jobs on this machine still running."""
-    if wait and path.exists():
-        _wait_for_jobs(path)
+    the jobs'). First it waits, up to ``wait_s``, for the jobs on this machine still
+    running (after a Ctrl-C, which they got too, for them to mark their runs)."""
+    if wait_s > 0 and path.exists():
+        _wait_for_jobs(path, wait_s)
     os.environ.pop(SWEEP_STATUS, None)
     sweep_id = os.environ.pop(SWEEP_ID, None)
     own = os.environ.pop(_OWN_LIMITS, None)
@@ -329,7 +332,8 @@ def finish(path: Path, plan: list[list[str]] | None = None, wait: bool = True) -
                       f"FROM metrics JOIN runs USING (run_id) WHERE sweep_id = '{sweep_id}'\"[/]",
                       soft_wrap=True)
     for j in failed:
-        word = "not run" if j.get("status") == "not run" else "failed"
+        word = "not run" if j.get("status") == "not run" else \
+            "interrupted" if j.get("exit") == 130 else "failed"
         console.print(f"[bold red]job {j['job']} {word}[/]: {escape(mask(str(j.get('error'))))}",
                       soft_wrap=True)
     return max((int(j.get("exit") or 1) for j in failed), default=0)

@@ -37,7 +37,7 @@ def test_a_job_that_died_names_its_run_and_how_to_finish_it(
     out = capsys.readouterr().out
     assert run.name in out and f"--resume {run.name}" in out
     assert "never-made" not in out  # no manifest: the run never started
-    assert "interrupted (exit 130)" in out
+    assert "interrupted (exit 130)" in out and "job 2 interrupted: interrupted" in out
 
 
 def test_jobs_the_launcher_never_started_are_listed(
@@ -100,3 +100,26 @@ def test_the_table_waits_for_jobs_still_running_when_the_launcher_stops(
     assert "waiting for job 1" in out.err
     assert "2 jobs, 1 failed" in out.out and "job 0 failed" in out.out
     assert "job 1 failed" not in out.out
+
+
+def test_after_ctrl_c_the_table_waits_a_bounded_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"])
+    try:
+        status = _status(tmp_path / "s.jsonl",
+                         {"job": 0, "event": "start", "overrides": ["a=1"], "pid": child.pid,
+                          "host": socket.gethostname()})
+        monkeypatch.setenv("COLUMNS", "200")
+        t0 = time.monotonic()
+        assert sweep.finish(status, wait_s=0.5) == 1
+        assert time.monotonic() - t0 < 5
+    finally:
+        child.kill()
+        child.wait()
+    assert "job 0 failed" in capsys.readouterr().out
