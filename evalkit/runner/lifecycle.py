@@ -238,6 +238,11 @@ def stage_remote(rc: RunConfig, run_id: str) -> Staged:
     if rc.runner.report:
         raise ConfigError(f"runner.report: no report is written for a run on object storage "
                           f"({remote.shown}); set runner.report=false")
+    if getattr(rc.source.config, "incremental", False):  # (Langfuse's: see its docs)
+        raise ConfigError(f"source.incremental: the last run's window is looked up in a local "
+                          f"runs directory, and runner.runs_dir is on object storage "
+                          f"({remote.shown}); set source.incremental=false and give the window, "
+                          "or use a local runs_dir")
     path = remote.path(rc.experiment, run_id)
     previous = remote.read_json(f"{path}/manifest.json")
     status = (previous or {}).get("status")

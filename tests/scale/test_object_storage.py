@@ -377,6 +377,16 @@ def test_a_file_url_is_a_runs_dir_through_the_same_layer(tmp_path: Path) -> None
     assert out.split() == ["status,n,run_dir", f"ok,160,{url}/quickstart/f"]
 
 
+def test_an_incremental_source_needs_a_local_runs_dir(tmp_path: Path) -> None:
+    """Langfuse's incremental window comes from the runs in a local runs directory: with a
+    remote one it would silently read the default window, so it is refused."""
+    proc = run_cli("run", "source=langfuse", "source.incremental=true",
+                   f"runner.runs_dir='{(tmp_path / 'store').as_uri()}'", cwd=tmp_path,
+                   env=_env(), check=False)
+    assert "object storage" in _one_line_error(proc, "source.incremental")
+    assert not (tmp_path / "store").exists()
+
+
 def test_open_run_on_object_storage_says_how_to_read_it(bucket) -> None:
     import evalkit
     from evalkit.errors import EvalkitError
