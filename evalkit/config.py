@@ -241,6 +241,13 @@ def plain_override(arg: str) -> str:
     names the valid keys. ``experiment=x`` without the ``+`` is refused with the fix."""
     key, eq, value = arg.partition("=")
     group = key.lstrip("+~")
+    if eq and re.search(r"(?<!\\)=", re.sub(r"'[^']*'|\"[^\"]*\"", "", value)) and \
+            not re.match(r"\s*\w+\(", value):  # (a sweep function's keywords: range(start=0))
+        # Hydra's grammar takes no '=' in a bare value (a URL's query string): it would fail
+        # with "mismatched input '='" and exit 1
+        raise ConfigError(f"{key.lstrip('+~')}: the value holds '=', which Hydra reads only "
+                          f"quoted; write \"{key}='{value}'\" (the double quotes for the "
+                          "shell)")
     if eq and group in ("experiment", "source", "runner", *_INSTANCE_GROUPS) and \
             any(re.fullmatch(r"[-+]?(\.?[0-9][0-9_.eE+-]*|inf|nan)|true|false|null|~", item, re.I)
                 for item in re.split(r"[\[\],\s]+", value) if item):
