@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
@@ -26,6 +27,7 @@ from evalkit.judges.llm._feed import gather_fed
 from evalkit.judges.llm._pricing import call_cost, token_prices
 from evalkit.judges.llm._progress import JudgeProgress
 from evalkit.judges.llm._prompt import approx_tokens
+from evalkit.judges.llm._sharedlimit import limits_dir, writable_dir
 from evalkit.plugin import AsyncJudge
 from evalkit.redact import mask
 from evalkit.results.schemas import (
@@ -158,6 +160,12 @@ class LlmJudge(AsyncJudge):
         if config.input_cost_per_mtok is not None:
             prices = (config.input_cost_per_mtok / 1e6, config.output_cost_per_mtok / 1e6)
         self.prices = prices
+        if not config.offline:  # (a bad directory would fail every call alone)
+            if (shared := limits_dir()) is not None:
+                writable_dir(shared, "EVALKIT_LIMITS_DIR")
+            if config.cache:
+                writable_dir(Path(ctx.cache_dir).expanduser(),
+                             "runner.cache_dir (or EVALKIT_CACHE_DIR)")
         self.policy = CallPolicy(
             timeout_s=config.timeout_s, max_retries=config.max_retries,
             backoff_s=config.backoff_s, max_backoff_s=config.max_backoff_s,

@@ -30,6 +30,23 @@ def limits_dir() -> Path | None:
     return Path(value) if value else None
 
 
+def writable_dir(directory: Path, setting: str) -> None:
+    """Make ``directory`` if need be; a one-line ConfigError naming ``setting`` when it cannot
+    be made or written (checked when a judge is built, not at its first call, where every
+    call would fail alone and the run end in judge errors)."""
+    from evalkit.errors import ConfigError
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        usable = os.access(directory, os.W_OK | os.X_OK)
+        why = "is not writable"
+    except OSError as exc:
+        usable, why = False, f"cannot be made ({exc.strerror or exc})"
+    if not usable:
+        raise ConfigError(f"{setting}: {directory} {why}; point it at a writable local "
+                          "directory")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
