@@ -164,7 +164,7 @@ def jobs(path: Path, plan: list[list[str]] | None = None) -> list[dict[str, Any]
                              f"evalkit run ... --resume {name}")
         else:
             job["run_dir"] = None  # it died before its run wrote anything
-    for num, overrides in enumerate(plan or []):
+    for num, overrides in enumerate((plan or []) if out else []):  # (none started: Hydra said)
         out.setdefault(num, {"job": num, "overrides": overrides, "status": "not run",
                              "exit": 1, "run_dir": None,
                              "error": "never started: the launcher stopped before it (its "

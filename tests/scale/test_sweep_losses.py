@@ -123,3 +123,11 @@ def test_after_ctrl_c_the_table_waits_a_bounded_time(
         child.kill()
         child.wait()
     assert "job 0 failed" in capsys.readouterr().out
+
+
+def test_no_table_when_no_job_started(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # Hydra refused the sweep before launching (an unknown experiment): its error is enough
+    status = _status(tmp_path / "s.jsonl")
+    assert sweep.finish(status, [["+experiment=nosuch"], ["+experiment=quickstart"]]) == 0
+    assert "not run" not in capsys.readouterr().out
