@@ -10,11 +10,13 @@ every shard's read was), so an incremental read continues after the merged run."
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -211,11 +213,27 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
     return final
 
 
+@contextlib.contextmanager
+def _held(dirs: list[Path]) -> Iterator[None]:
+    """A shared ``flock`` on each shard's directory while it is read: ``evalkit compact``
+    (which takes it exclusively) leaves those runs alone meanwhile, and a merge started
+    during a compaction waits for its swap."""
+    import fcntl
+
+    with contextlib.ExitStack() as stack:
+        for d in dirs:
+            fd = os.open(d, os.O_RDONLY)
+            stack.callback(os.close, fd)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+
+
 def main(args: argparse.Namespace) -> int:
     runs_dir = local_runs_dir(args.runs_dir, "merge")
     try:
         dirs = [find_run(ref, runs_dir, "merge") for ref in args.runs]
-        out = merge(dirs, runs_dir)
+        with _held(dirs):
+            out = merge(dirs, runs_dir)
     except EvalkitError as exc:
         from evalkit.redact import mask
 

@@ -76,3 +76,37 @@ def test_an_unfinished_run_is_refused_with_a_fix_the_command_has(
         assert "--all-runs" not in text and "include_unfinished" not in text
     else:
         assert hint in text
+
+
+def test_merge_waits_for_a_compact_of_its_shards(tmp_path: Path) -> None:
+    import fcntl
+    import os
+    import threading
+
+    dirs = [_run(tmp_path, "s0", "0/2"), _run(tmp_path, "s1", "1/2")]
+    fd = os.open(dirs[1], os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as evalkit compact holds a run it rewrites
+    done = threading.Event()
+
+    def work() -> None:
+        with merge._held(dirs):
+            done.set()
+    t = threading.Thread(target=work)
+    t.start()
+    try:
+        assert not done.wait(0.5)  # the merge waits for the swap
+    finally:
+        os.close(fd)
+    t.join(5)
+    assert done.is_set()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evalkit.commands import compact
+
+    for i in range(2):
+        pq.write_table(pa.table({"record_id": [str(i)]}),
+                       dirs[0] / "judgments" / f"part-{i:05d}.parquet")
+    with merge._held(dirs):  # and a compact leaves the shards being read alone
+        assert compact.compact_run(dirs[0]) is None
+    assert compact.compact_run(dirs[0]) == 2
