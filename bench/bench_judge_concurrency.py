@@ -24,8 +24,13 @@ from ``/proc`` and printed as the rate it could serve on one core.
 runs that build too in each repeat, right after this one (``PYTHONPATH=DIR``), for a change's
 before and after taken together.
 
+``--shared-limits`` also runs, in each repeat right after the plain run (and after the
+baseline's), the same ``evalkit run`` as a sweep's job runs it: ``EVALKIT_LIMITS_DIR`` set to
+a fresh directory, so every call takes the endpoint's slot shared across processes
+(evalkit/judges/llm/_sharedlimit.py); its judge stage is printed against the plain run's.
+
 Usage: ``python bench/bench_judge_concurrency.py [--n 10000] [--concurrency 256]
-[--latency 0.05] [--repeat 3] [--baseline DIR]``."""
+[--latency 0.05] [--repeat 3] [--baseline DIR] [--shared-limits]``."""
 
 from __future__ import annotations
 
@@ -119,12 +124,16 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="seconds a call")
     parser.add_argument("--repeat", type=int, default=3, help="bare/evalkit pairs")
     parser.add_argument("--baseline", type=Path, help="another evalkit checkout to run too")
+    parser.add_argument("--shared-limits", action="store_true",
+                        help="also run with EVALKIT_LIMITS_DIR set, as a sweep's job")
     args = parser.parse_args()
     n, conc = args.n, args.concurrency
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     bares: list[tuple[Bare, float]] = []
     runs: list[tuple[Run, float]] = []
     base_runs: list[tuple[Run, float]] = []
+    shared_runs: list[tuple[Run, float]] = []
+    base_shared: list[tuple[Run, float]] = []
     base_env = {**env, "PYTHONPATH": str(args.baseline.resolve())} if args.baseline else None
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -142,7 +151,18 @@ def main() -> None:
                 if base_env is not None:
                     base_runs.append((run_evalkit(data, url, work, f"base-{i}", f"bcache-{i}",
                                                   conc, "aiohttp", base_env), load()))
-                for made in [run, *(b for b, _ in base_runs[-1:])]:
+                if args.shared_limits:
+                    for tag, into, build in ((f"shared-{i}", shared_runs, env),
+                                             (f"bshared-{i}", base_shared, base_env)):
+                        if build is None:
+                            continue
+                        limits = work / f"limits-{tag}"
+                        into.append((run_evalkit(data, url, work, tag, f"cache-{tag}", conc,
+                                                 "aiohttp", {**build, "EVALKIT_LIMITS_DIR":
+                                                             str(limits)}), load()))
+                for made in [run, *(b for b, _ in base_runs[-1:]),
+                             *(s for s, _ in shared_runs[-1:]),
+                             *(s for s, _ in base_shared[-1:])]:
                     if made.calls != n:
                         raise SystemExit(f"evalkit made {made.calls} calls, not {n}")
             with urllib.request.urlopen(url.removesuffix("/v1") + "/stats") as resp:
@@ -199,6 +219,22 @@ def main() -> None:
         print(f"  baseline build           {base_stage / best_loop:6.2f}x judge stage "
               f"({base_stage:.2f} s), {base_whole.timing.wall / best_bare.timing.wall:.2f}x "
               f"whole run ({base_whole.timing}), best of each")
+    if shared_runs:
+        print("  shared limits (EVALKIT_LIMITS_DIR set, as in a sweep): judge stage (process "
+              "CPU, load)")
+        for label, made in (("this build", shared_runs), ("baseline", base_shared)):
+            if made:
+                print(f"    {label:10}  " + ", ".join(
+                    f"{r.stage:.2f} s ({r.timing.cpu:.2f} s CPU, load {rl:.1f})"
+                    for r, rl in made))
+        plain = [r.stage for r, _ in runs]
+        shared = [r.stage for r, _ in shared_runs]
+        print(f"    this build: shared / plain judge stage {min(shared) / min(plain):.2f}x "
+              f"best of each; pairs: {spread([s / p for s, p in zip(shared, plain, strict=True)])}")
+        if base_shared:
+            base_plain = [r.stage for r, _ in base_runs]
+            print(f"    baseline:   shared / plain judge stage "
+                  f"{min(r.stage for r, _ in base_shared) / min(base_plain):.2f}x best of each")
     sys.stdout.flush()
 
 

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -92,20 +91,117 @@ def test_rpm_holds_across_the_jobs_of_a_sweep(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_a_dead_process_holds_no_slot(tmp_path: Path) -> None:
-    limits = SharedLimits(tmp_path, "m|b", concurrency=1, rpm=None, tpm=None)
-    dead = 2 ** 22 + 12345  # beyond pid_max on most systems: no such process
-    limits.path.write_text(json.dumps({"in_flight": {str(dead): 1}}))
+_HOLDER = """
+import asyncio, sys
+from pathlib import Path
+from evalkit.judges.llm._sharedlimit import SharedLimits
+async def hold():
+    async with SharedLimits(Path(sys.argv[1]), "m|b", 1, None, None).slot():
+        print("held", flush=True)
+        await asyncio.sleep(60)
+asyncio.run(hold())
+"""
 
-    async def take() -> float:
-        t0 = time.monotonic()
+
+async def _taken_within(limits: SharedLimits, seconds: float) -> bool:
+    async def take() -> None:
         async with limits.slot():
             pass
-        return time.monotonic() - t0
 
-    assert asyncio.run(take()) < 0.5
-    assert json.loads(limits.path.read_text())["in_flight"] == {}
-    assert os.getpid()  # (this process's slot was given back)
+    try:
+        await asyncio.wait_for(take(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_a_slot_held_by_another_process_is_given_back_when_it_dies(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    limits = SharedLimits(tmp_path, "m|b", concurrency=1, rpm=None, tpm=None)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert not asyncio.run(_taken_within(limits, 0.3))  # its one slot is held
+        holder.send_signal(signal.SIGKILL)  # killed mid-call: no chance to give it back
+        holder.wait(10)
+        assert asyncio.run(_taken_within(limits, 2.0))
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_slots_keep_the_limit_and_wake_the_callers_of_this_process(tmp_path: Path) -> None:
+    limits = SharedLimits(tmp_path, "m|b", concurrency=3, rpm=None, tpm=None)
+    in_flight = peak = 0
+
+    async def call() -> None:
+        nonlocal in_flight, peak
+        async with limits.slot():
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0)
+            in_flight -= 1
+
+    async def calls() -> None:
+        await asyncio.gather(*(call() for _ in range(300)))
+
+    asyncio.run(calls())
+    assert peak == 3 and in_flight == 0
+    assert asyncio.run(_taken_within(limits, 1.0))  # every slot was given back
+
+
+def test_a_call_in_flight_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Taking and giving back a slot is a lock on a byte of a file opened once, not a rewrite
+    of a state file: 10,000 calls at concurrency 256 in one process paid two locked JSON
+    rewrites each (5x the plain run's judge stage)."""
+    import evalkit.judges.llm._sharedlimit as shared
+
+    opened: list[object] = []
+    real_open = os.open
+
+    def counting_open(*args: object, **kwargs: object) -> int:
+        opened.append(args[0])
+        return real_open(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shared.os, "open", counting_open)
+    monkeypatch.setattr(shared.os, "replace", lambda *a: pytest.fail("state file rewritten"))
+    limits = SharedLimits(tmp_path, "m|b", concurrency=8, rpm=None, tpm=None)
+
+    async def calls() -> None:
+        async def call() -> None:
+            async with limits.slot():
+                await asyncio.sleep(0)
+
+        await asyncio.gather(*(call() for _ in range(200)))
+
+    asyncio.run(calls())
+    assert len(opened) <= 1  # the slot file, once for the process
+    assert not limits.path.exists()
+
+
+def test_a_rate_token_is_taken_by_a_rewrite_in_place(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bucket's state is rewritten under its lock, not renamed over (about a millisecond
+    of blocking I/O a call on ext4); another process's view of it is the same."""
+    import evalkit.judges.llm._sharedlimit as shared
+
+    monkeypatch.setattr(shared.os, "replace", lambda *a: pytest.fail("state file renamed"))
+    one = SharedLimits(tmp_path, "m|b", concurrency=8, rpm=600, tpm=None)  # burst of 10
+    other = SharedLimits(tmp_path, "m|b", concurrency=8, rpm=600, tpm=None)
+
+    async def take(n: int) -> None:
+        for i in range(n):
+            await (one if i % 2 else other).acquire("rpm")
+
+    asyncio.run(take(6))
+    tokens = json.loads(one.path.read_text())["rpm"]["tokens"]
+    assert 4.0 <= tokens < 5.0  # 10 - 6, and what refilled in the meantime
+    one.path.write_text("{not json")  # a torn state: a full bucket, not a failure
+    asyncio.run(take(1))
+    assert 9.0 <= json.loads(one.path.read_text())["rpm"]["tokens"] < 10.0
 
 
 def _writer(directory: str, worker: int, n: int) -> None:

@@ -1,9 +1,20 @@
 """Limits of one endpoint shared by every process of a sweep on one machine: how many calls
-are in flight, and the requests- and tokens-per-minute buckets. The state is one small JSON
-file per endpoint in a directory the sweep names (``EVALKIT_LIMITS_DIR``), read and written
-under an exclusive ``fcntl`` lock held for a few microseconds; a waiting caller sleeps
-outside the lock. Calls in flight are counted per process id, and the counts of a process
-that is gone (killed mid-call) are dropped, so a dead job never holds a slot.
+are in flight, and the requests- and tokens-per-minute buckets, in a directory the sweep names
+(``EVALKIT_LIMITS_DIR``).
+
+Calls in flight: the endpoint's ``concurrency`` slots are the first ``concurrency`` bytes of
+one slot file, and a call holds a slot as a POSIX record lock (``fcntl.lockf``) on its byte:
+taking and giving back a slot is one system call each, no file is read or written, and the
+kernel drops every lock of a process that is gone (killed mid-call), so a dead job never holds
+a slot. Record locks belong to a process, not to a file descriptor (a process re-locking a
+byte it holds succeeds, closing any descriptor of the file drops them all), so each process
+opens the slot file once and keeps the set of slots its own calls hold. A caller finding no
+free slot waits until one of its process's calls gives one back (woken at once) or, for a slot
+another process holds, polls (5 ms, doubling to 100 ms).
+
+Rate buckets: one small JSON file per endpoint, read and rewritten in place under an
+exclusive ``fcntl`` lock held for a few microseconds; a waiting caller sleeps outside the
+lock.
 
 Outside a sweep (no ``EVALKIT_LIMITS_DIR``) nothing here is used: the engine's limits are
 the process's own."""
@@ -11,18 +22,21 @@ the process's own."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 LIMITS_DIR = "EVALKIT_LIMITS_DIR"
-_POLL_S = (0.005, 0.1)  # a waiting caller's first and longest sleep
+_POLL_S = (0.005, 0.1)  # a caller waiting for another process's slot: first, longest sleep
 
 
 def limits_dir() -> Path | None:
@@ -47,14 +61,76 @@ def writable_dir(directory: Path, setting: str) -> None:
                           "directory")
 
 
-def _alive(pid: int) -> bool:
+class _SlotFile:
+    """One process's handle on an endpoint's slot file: its one descriptor, the slots this
+    process's calls hold, and its callers waiting for a slot."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # open for the process's life
+        self.free: collections.deque[int] = collections.deque()  # slots no call here holds
+        self.size = 0  # slots known: 0 .. size - 1
+        self.mutex = threading.Lock()
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def take(self, concurrency: int) -> int | None:
+        """A slot below ``concurrency`` no process holds, now locked; None if none is free."""
+        with self.mutex:
+            if concurrency > self.size:
+                self.free.extend(range(self.size, concurrency))
+                self.size = concurrency
+            for _ in range(len(self.free)):
+                slot = self.free.popleft()
+                if slot < concurrency:
+                    try:
+                        fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, slot)
+                    except OSError as exc:
+                        if exc.errno not in (errno.EACCES, errno.EAGAIN):  # not "held"
+                            self.free.append(slot)
+                            raise
+                    else:
+                        return slot
+                self.free.append(slot)
+            return None
+
+    def give(self, slot: int) -> None:
+        """Give ``slot`` back and wake one caller of this process waiting for a slot."""
+        with self.mutex:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, slot)
+            self.free.appendleft(slot)  # (the next call here takes it first)
+            while self.waiters:
+                waiter = self.waiters.popleft()
+                if not waiter.done():
+                    loop = waiter.get_loop()
+                    if loop is _running_loop():
+                        waiter.set_result(None)
+                    else:  # a caller in another thread's loop
+                        loop.call_soon_threadsafe(_wake, waiter)
+                    break
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+_SLOT_FILES: dict[tuple[int, Path], _SlotFile] = {}  # by (process id: a fork's are its own)
+_SLOT_FILES_MUTEX = threading.Lock()
+
+
+def _slot_file(path: Path) -> _SlotFile:
+    key = (os.getpid(), path)
+    with _SLOT_FILES_MUTEX:
+        found = _SLOT_FILES.get(key)
+        if found is None:
+            found = _SLOT_FILES[key] = _SlotFile(path)
+        return found
 
 
 class SharedLimits:
@@ -65,59 +141,50 @@ class SharedLimits:
         directory.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256(key.encode()).hexdigest()[:24]
         self.path = directory / f"{digest}.json"
-        self.lock_path = directory / f"{digest}.lock"
+        self.slots_path = directory / f"{digest}.slots"
         self.concurrency = concurrency
         self.rpm = rpm
         self.tpm = tpm
-        self.pid = os.getpid()
 
     @contextlib.contextmanager
     def _state(self) -> Any:
-        """The state, locked; what the block leaves in it is written back."""
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        """The rate buckets' state, locked; what the block leaves in it is written back, in
+        place (every reader holds the lock: no rename, which on ext4 costs about a
+        millisecond of blocking I/O; a state that cannot be read is a full bucket)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            old = os.pread(fd, 1 << 16, 0)
             try:
-                state = json.loads(self.path.read_text())
-            except (FileNotFoundError, ValueError):
+                state = json.loads(old) if old.strip() else {}
+            except ValueError:
                 state = {}
             yield state
-            tmp = self.path.with_suffix(f".{self.pid}.tmp")
-            tmp.write_text(json.dumps(state))
-            os.replace(tmp, self.path)
+            # padded with blanks over a longer old state (JSON ignores trailing blanks)
+            os.pwrite(fd, json.dumps(state).encode().ljust(len(old)), 0)
         finally:
             os.close(fd)  # (releases the lock)
-
-    def _try_slot(self) -> bool:
-        with self._state() as state:
-            flying: dict[str, int] = state.setdefault("in_flight", {})
-            for pid in [p for p in flying if int(p) != self.pid and not _alive(int(p))]:
-                del flying[pid]
-            if sum(flying.values()) >= self.concurrency:
-                return False
-            flying[str(self.pid)] = flying.get(str(self.pid), 0) + 1
-            return True
-
-    def _release_slot(self) -> None:
-        with self._state() as state:
-            flying = state.setdefault("in_flight", {})
-            left = flying.get(str(self.pid), 0) - 1
-            if left > 0:
-                flying[str(self.pid)] = left
-            else:
-                flying.pop(str(self.pid), None)
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         """One of the endpoint's ``concurrency`` calls in flight, across processes."""
+        slots = _slot_file(self.slots_path)
         wait = _POLL_S[0]
-        while not self._try_slot():
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, _POLL_S[1])
+        while (held := slots.take(self.concurrency)) is None:
+            waiter = asyncio.get_running_loop().create_future()
+            slots.waiters.append(waiter)
+            try:
+                # woken by a slot given back here; another process's is found by polling
+                await asyncio.wait_for(waiter, wait)
+            except TimeoutError:
+                wait = min(wait * 2, _POLL_S[1])
+            finally:
+                with contextlib.suppress(ValueError):
+                    slots.waiters.remove(waiter)
         try:
             yield
         finally:
-            self._release_slot()
+            slots.give(held)
 
     def _take(self, name: str, per_minute: int, amount: float, burst_s: float) -> float:
         """Take ``amount`` from bucket ``name`` if it holds it (0.0), else the seconds to
