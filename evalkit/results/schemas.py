@@ -11,7 +11,7 @@ Denominators carried by each metric row:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -22,7 +22,7 @@ from evalkit.results.columns import COLUMNS
 
 __all__ = [
     "EXCHANGE_CALLS_LIMIT", "EXCHANGE_TEXT_LIMIT", "JUDGMENTS", "METRICS", "RAW_LIMIT", "RECORDS",
-    "TABLES", "bounded_text", "conform", "empty", "json_text",
+    "TABLES", "bounded_text", "conform", "empty", "json_text", "record_batches",
 ]
 
 _ARROW = {
@@ -123,3 +123,20 @@ def conform(
 def empty(schema: pa.Schema) -> pa.Table:
     """A table of ``schema`` with no rows."""
     return schema.empty_table()
+
+
+def record_batches(items: Iterable[Any], size: int) -> Iterator[Any]:
+    """Rows (dicts) of ``items`` as :data:`RECORDS` tables of ``size`` rows at the most; any
+    other item (a reject, imported scores) is passed on where it stands, ahead of the rows
+    still waiting for their batch."""
+    batch: list[Mapping[str, Any]] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            yield item
+            continue
+        batch.append(item)
+        if len(batch) >= size:
+            yield conform(batch, RECORDS)
+            batch = []
+    if batch:
+        yield conform(batch, RECORDS)

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from evalkit.plugin import Reject, Source, SourceItem
-from evalkit.results.schemas import RECORDS, conform, json_text
+from evalkit.results.schemas import json_text, record_batches
 from evalkit.sources._json_lines import MAX_LINE_BYTES, json_lines
 
 __all__ = [
@@ -307,14 +307,4 @@ class OtlpJsonSource(Source):
                     yield record
 
     def read(self) -> Iterator[SourceItem]:
-        batch: list[dict[str, Any]] = []
-        for record in self.records():
-            if isinstance(record, Reject):
-                yield record
-                continue
-            batch.append(record)
-            if len(batch) >= self.config.batch_size:
-                yield conform(batch, RECORDS)
-                batch = []
-        if batch:
-            yield conform(batch, RECORDS)
+        yield from record_batches(self.records(), self.config.batch_size)

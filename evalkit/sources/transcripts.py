@@ -27,7 +27,7 @@ import orjson
 
 from evalkit.errors import SourceError
 from evalkit.plugin import Reject, Source, SourceItem
-from evalkit.results.schemas import RECORDS, conform, json_text
+from evalkit.results.schemas import json_text, record_batches
 from evalkit.sources._json_lines import MAX_LINE_BYTES, Line, json_lines
 
 __all__ = [
@@ -666,7 +666,10 @@ class TranscriptsSource(Source):
                 index += 1
 
     def read(self) -> Iterator[SourceItem]:
-        batch: list[dict[str, Any]] = []
+        yield from record_batches(self._first_reads(), self.config.batch_size)
+
+    def _first_reads(self) -> Iterator[dict[str, Any] | Reject]:
+        """:meth:`records`, each session once."""
         # record id -> where its session was read: the file (and an OpenAI conversation's
         # line); a session met again (a copied file, a conversation id used twice) is rejected
         seen: dict[str, str] = {}
@@ -684,9 +687,4 @@ class TranscriptsSource(Source):
                                    "source.path", record.get("input"))
                 continue
             self._count("turns")
-            batch.append(record)
-            if len(batch) >= self.config.batch_size:
-                yield conform(batch, RECORDS)
-                batch = []
-        if batch:
-            yield conform(batch, RECORDS)
+            yield record
