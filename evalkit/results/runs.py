@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["FINISHED", "LOCK", "STATUSES", "TABLE_FILES", "list_runs", "read_manifest",
-           "table_files", "writer_gone"]
+           "pid_gone", "table_files", "writer_gone"]
 
 STATUSES = ("running", "ok", "failed", "interrupted")
 FINISHED = "ok"
@@ -63,10 +63,14 @@ def writer_gone(run_dir: Path) -> bool:
         return True
     except OSError:
         return False
-    if not text.isdigit():
-        return False
+    return text.isdigit() and pid_gone(int(text))
+
+
+def pid_gone(pid: int) -> bool:
+    """Whether ``pid`` is no process on this machine; one that cannot be checked (another
+    user's, an out-of-range number) counts as alive."""
     try:
-        os.kill(int(text), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except (OSError, OverflowError):

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from evalkit.errors import ConfigError
 from evalkit.redact import mask, register_url
+from evalkit.results.runs import pid_gone
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
@@ -324,15 +325,7 @@ def writer_gone(writer: object) -> bool:
     if not isinstance(writer, dict) or writer.get("host") != socket.gethostname():
         return False  # another machine's process: it cannot be checked from here
     pid = writer.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (OSError, OverflowError):
-        return False
-    return False
+    return isinstance(pid, int) and pid > 0 and pid_gone(pid)
 
 
 def publish_order(files: Iterable[Path], run_dir: Path) -> list[Path]:
