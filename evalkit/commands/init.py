@@ -5,7 +5,6 @@ the usual filters, judges and metrics); ``evalkit init plugin NAME``: a judge pl
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -14,18 +13,16 @@ from evalkit.errors import ConfigError
 
 __all__ = ["add_arguments", "main", "plugin_files", "starter_files", "write"]
 
-# the keys a first line often uses for what evalkit calls input and output
-_GUESSES = {"output": ("output", "response", "completion", "answer", "generation", "text"),
-            "input": ("input", "prompt", "question", "query", "messages")}
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", nargs="*", metavar="DATA.jsonl | plugin NAME",
-                        help="your JSONL file (default: the bundled quickstart sample), or "
-                        "`plugin NAME` for a plugin package")
+    parser.add_argument("what", nargs="*", metavar="DATA | plugin NAME",
+                        help="your JSONL or CSV file (default: the bundled quickstart "
+                        "sample), or `plugin NAME` for a plugin package")
     parser.add_argument("--name", default="starter",
                         help="the experiment's name (default: starter)")
     parser.add_argument("--dir", default=".", help="where to write (default: here)")
+    parser.add_argument("--field", action="append", default=[], metavar="COLUMN=PATH",
+                        help="map a record column yourself (output=response.choices.0.text); "
+                        "repeatable")
     parser.add_argument("--force", action="store_true", help="overwrite files that exist")
 
 
@@ -39,14 +36,27 @@ def main(args: argparse.Namespace) -> int:
         hint = f"cd {package_dir} && pip install -e '.[test]' && python -m pytest"
     else:
         if len(args.what) > 1:
-            raise ConfigError("init: give one JSONL file (or `plugin NAME`)")
-        files = starter_files(args.what[0] if args.what else None, args.name)
+            raise ConfigError("init: give one JSONL or CSV file (or `plugin NAME`)")
+        forced = _forced(getattr(args, "field", []))
+        files, shown = starter_files(args.what[0] if args.what else None, args.name, forced)
+        print(shown, end="")
         hint = f"evalkit run +experiment={args.name}"
     written = write(root, files, args.force)
     for path in written:
         print(f"wrote {path}")
     print(f"next: {hint}")
     return 0
+
+
+def _forced(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        column, eq, path = item.partition("=")
+        if not (eq and column and path):
+            raise ConfigError(f"init: --field {item!r}: write COLUMN=PATH, e.g. "
+                              "--field output=response.text")
+        out[column.strip()] = path.strip()
+    return out
 
 
 def write(root: Path, files: dict[str, str], force: bool) -> list[Path]:
@@ -62,67 +72,93 @@ def write(root: Path, files: dict[str, str], force: bool) -> list[Path]:
     return list(targets)
 
 
-def _first_keys(data: str) -> list[str]:
-    """The top-level keys of the file's first JSON object (none when it cannot be read)."""
-    try:
-        with open(data, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    first = json.loads(line)
-                    return list(first) if isinstance(first, dict) else []
-    except (OSError, ValueError):
-        return []
-    return []
+def _yaml(value: object, indent: int) -> str:
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=False, sort_keys=False, width=90,
+                          allow_unicode=True)
+    return "".join(" " * indent + line + "\n" for line in text.splitlines())
 
 
-def starter_files(data: str | None, name: str) -> dict[str, str]:
+def starter_files(data: str | None, name: str,
+                  forced: dict[str, str] | None = None) -> tuple[dict[str, str], str]:
+    """The experiment (and a judge preset) ``evalkit init`` writes for ``data``, and the
+    proposal it prints: only the metrics the mapped columns can feed."""
+    from evalkit.commands.init_mapping import SHOWN, io_text, propose, sample_rows
+    from evalkit.sources._mapping import MAPPABLE
+
     if not re.fullmatch(r"[A-Za-z0-9_\-]+", name):
         raise ConfigError(f"init: --name {name!r}: use letters, digits, _ and -")
     if data is not None and not Path(data).is_file():
-        raise ConfigError(f"init: no file at '{data}'; give your JSONL file, or nothing for "
-                          "the bundled sample")
-    path = data if data is not None else "${evalkit.data:quickstart.jsonl}"
-    keys = _first_keys(data) if data is not None else []
-    fields = {}
-    for column, guesses in _GUESSES.items():
-        if keys and column not in keys:
-            found = next((k for k in guesses if k in keys), None)
-            if found:
-                fields[column] = found
-    fields_yaml = "".join(f"\n    {k}: {v}" for k, v in fields.items()) or " {}"
-    seen = f"\n# The first line of {data} has the keys: {', '.join(keys)}." if keys else ""
-    experiment = f"""# @package _global_
-# A starter evaluation written by `evalkit init`. Run it: evalkit run +experiment={name}
-# Every line of the JSONL file is a record. evalkit reads a record column (input, output,
-# model, level, latency_s, cost_usd, reference, ...: docs/design.md) from the key of the
-# same name, or from the dotted path `source.fields` gives it.{seen}
-defaults:
-  - override /source: jsonl
-  - override /filters: [pipeline_failure]   # failed calls are set aside, never judged
-  - override /judges: [pipeline_failure, prompt_echo]
-  - override /metrics: [pipeline_failure_rate, echo_rate, latency]
-  - _self_
+        raise ConfigError(f"init: no file at '{data}'; give your JSONL or CSV file, or nothing "
+                          "for the bundled sample")
+    for column in forced or {}:
+        if column not in MAPPABLE or column == "source":
+            raise ConfigError(f"init: --field {column}=...: not a record column; record "
+                              f"columns: {', '.join(c for c in MAPPABLE if c != 'source')}")
+    if data is None:
+        from importlib import resources
 
-experiment: {name}
-source:
-  path: {path}
-  fields:{fields_yaml}
-  # record_id: id          # a stable id per line (default: file name and line)
-
+        sample = Path(str(resources.files("evalkit.data") / "quickstart.jsonl"))
+        path, kind = "${evalkit.data:quickstart.jsonl}", "jsonl"
+    else:
+        sample, path = Path(data), data
+        kind = "csv" if Path(data).name.lower().removesuffix(".gz").endswith(
+            (".csv", ".tsv")) else "jsonl"
+    mapping = propose(sample_rows(Path(sample)), forced)
+    found = mapping.proposals
+    fields = {c: found[c].spec() for c in SHOWN
+              if c in found and c != "record_id" and found[c].spec() != c}
+    judges = ["pipeline_failure"] + (["prompt_echo"] if "input" in found else []) + \
+        (["exact_match"] if "reference" in found else [])
+    metrics = ["pipeline_failure_rate"] + (["echo_rate"] if "input" in found else []) + \
+        (["latency"] if "latency_s" in found else []) + \
+        (["edit_rate"] if "user_action" in found else [])
+    slices = ["model"] if "model" in found else []
+    own: dict[str, dict[str, object]] = {}
+    if "reference" in found:
+        own["exact_match_rate"] = {"plugin": "rate", "judge": "exact_match",
+                                   "slice_by": slices}
+    if not slices:  # the presets slice by model, which no row has
+        own.update({metric: {"slice_by": []} for metric in metrics})
+    source: dict[str, object] = {"path": path}
+    if "record_id" in found:
+        source["record_id"] = found["record_id"].path
+    source["fields"] = fields
+    seen = "".join(f"\n#   {line}" for line in io_text(mapping).splitlines())
+    alerts = """
 alerts:
   - metric: echo_rate
     operator: ">"
     value: 0.2
     severity: warning
     message: more than 20% of genuine completions echo their prompt
-"""
+""" if "echo_rate" in metrics else ""
+    experiment = f"""# @package _global_
+# A starter evaluation written by `evalkit init`. Run it: evalkit run +experiment={name}
+# Every row of the file is a record. `source.fields` says where each record column (input,
+# output, model, level, latency_s, ...: docs/design.md) is in a row: a dotted path, or
+# {{path, scale, map, default}} to convert units and categories (docs/sources.md).
+# What init found, from the rows it sampled (? marks a guess: check it):{seen}
+defaults:
+  - override /source: {kind}
+  - override /filters: [pipeline_failure]   # failed calls are set aside, never judged
+  - override /judges: [{", ".join(judges)}]
+  - override /metrics: [{", ".join(metrics)}]
+  - _self_
+
+experiment: {name}
+source:
+{_yaml(source, 2)}
+{"metrics:" + chr(10) + _yaml(own, 2) if own else ""}{alerts}"""
     judge = """# A judge preset of your own: use it with judges=[pipeline_failure,strict_echo]
 # or in an experiment's defaults. `evalkit plugins prompt_echo` lists its keys.
 strict_echo:
   plugin: prompt_echo
   threshold: 0.6
 """
-    return {f"conf/experiment/{name}.yaml": experiment, "conf/judges/strict_echo.yaml": judge}
+    return ({f"conf/experiment/{name}.yaml": experiment, "conf/judges/strict_echo.yaml": judge},
+            io_text(mapping))
 
 
 def plugin_files(name: str) -> dict[str, str]:

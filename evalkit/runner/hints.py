@@ -12,6 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.sources._transforms import paths_of
+
 __all__ = ["unmatched_fields", "warn"]
 
 
@@ -29,9 +31,10 @@ def unmatched_fields(source: Any, table: pa.Table) -> list[str]:
             except (ValueError, TypeError):
                 continue
     out = []
-    for column, path in fields.items():
+    for column, spec in fields.items():
         if column not in table.column_names or pc.count(table.column(column)).as_py():
             continue
+        path = " | ".join(paths_of(spec))
         close = difflib.get_close_matches(str(path).split(".")[0], sorted(keys), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else \
             (f"; the records' other keys: {', '.join(sorted(keys)[:12])}" if keys else "")

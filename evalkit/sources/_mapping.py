@@ -27,6 +27,7 @@ from evalkit.errors import ConfigError
 from evalkit.paths import getter, parts_of, walk
 from evalkit.plugin import ImportedScores, Reject
 from evalkit.results.schemas import RECORDS, json_text
+from evalkit.sources._transforms import field_spec
 
 # columns a source may fill (the rest belong to the runner and the filters)
 MAPPABLE = [f.name for f in RECORDS if f.name not in ("run_id", "excluded_by", "exclude_reason")]
@@ -360,9 +361,16 @@ class RecordBuilder:
     """Collects parsed rows and turns them into record tables, rejecting what cannot become a
     record (with its location) and importing the scores the rows carry."""
 
-    def __init__(self, source: str, fields: Mapping[str, str | Sequence[str]],
+    def __init__(self, source: str, fields: Mapping[str, Any],
                  required: list[str], record_id: str | None, scores: Mapping[str, str],
                  scores_list: str | None, extra_to_metadata: bool) -> None:
+        # a column's path(s), or an object with its transforms (sources/_transforms.py)
+        try:
+            specs = {c: field_spec(c, v) for c, v in fields.items()}
+        except ValueError as exc:
+            raise ConfigError(f"source.{exc}") from None
+        self.transforms = {c: s for c, s in specs.items() if s.transforms}
+        fields = {c: list(s.paths) for c, s in specs.items()}
         for key, col in [("fields", c) for c in fields] + [("required", c) for c in required]:
             if col not in MAPPABLE:
                 raise ConfigError(f"source.{key}: '{col}' is not a record column; record "
@@ -515,6 +523,10 @@ class RecordBuilder:
             set().union(*map(dict.keys, rows))
         for col in self.parts:
             found = [p for p in self.fallbacks[col] if p[0] in present]
+            spec = self.transforms.get(col)
+            if not found and spec is not None and spec.default is not None:
+                arrays[col] = self._column(col, self._transformed(col, [None] * n, bad), bad)
+                continue
             if not found:
                 if col == "metadata" and self.extra_to_metadata and present - self.consumed:
                     text = self._extra_text(present, tops)
@@ -529,6 +541,8 @@ class RecordBuilder:
                     break
                 vals = [v if v is not None else m
                         for v, m in zip(vals, self._values(more, tops), strict=True)]
+            if spec is not None:
+                vals = self._transformed(col, vals, bad)
             if col == "record_id":
                 if self.typed is not None:
                     _as_orjson_reads([v for v in vals if type(v) is not str])
@@ -588,6 +602,14 @@ class RecordBuilder:
             self.wheres
         self.reset()
         return table if table.num_rows else None
+
+    def _transformed(self, col: str, vals: Sequence[Any], bad: dict[int, str]) -> list[Any]:
+        """``vals`` through ``col``'s declared transforms (a value that cannot be scaled
+        rejects its row)."""
+        out, failed = self.transforms[col].apply(vals)
+        for i, reason in failed.items():
+            bad.setdefault(i, f"field '{col}' (from '{self.mapping[col]}'): {reason}")
+        return out
 
     def _clean_ids(self, ids: list[Any], bad: dict[int, str]) -> bool:
         """When no row is bad yet, no score is imported and the batch's ids are present,

@@ -12,6 +12,7 @@ from typing import Any
 
 from evalkit.errors import SourceError
 from evalkit.sources._mapping import RecordBuilder
+from evalkit.sources._transforms import field_spec
 
 __all__ = ["FileSourceConfig", "builder_for", "fingerprint", "resolve_paths"]
 
@@ -19,7 +20,8 @@ __all__ = ["FileSourceConfig", "builder_for", "fingerprint", "resolve_paths"]
 @dataclass(frozen=True)
 class FileSourceConfig:
     path: str = "???"  # a file or a glob (*.jsonl, data/**/*.csv), relative to the working dir
-    # record column -> dotted path in a row, or a list of paths: the first non-null one wins
+    # record column -> dotted path in a row, a list of paths (the first non-null one wins), or
+    # {path, scale, map, default}: the value times scale, mapped to another, default if none
     fields: dict[str, Any] = field(default_factory=dict)
     record_id: str | None = None  # dotted path of a stable id; default: file name and line
     required: list[str] = field(default_factory=list)  # record columns a row must have
@@ -32,13 +34,8 @@ class FileSourceConfig:
     max_line_bytes: int = 32 << 20
 
     def validate(self) -> None:
-        for col, paths in self.fields.items():
-            if not (isinstance(paths, str) and paths) and not (
-                    isinstance(paths, list) and paths and
-                    all(isinstance(p, str) and p for p in paths)):
-                raise ValueError(f"fields.{col}: {paths!r} is not a dotted path or a list of "
-                                 "them (fallbacks, first non-null wins): e.g. "
-                                 "[response.text, output]")
+        for col, spec in self.fields.items():
+            field_spec(col, spec)
         if self.max_line_bytes < 1:
             raise ValueError(f"max_line_bytes: {self.max_line_bytes} is not a positive number "
                              "of bytes; use e.g. 33554432 (32 MiB, the default)")

@@ -1,0 +1,479 @@
+"""The field mapping ``evalkit init FILE`` proposes: a sample of the file's rows, every path in
+them at any depth, and for each record column the path that most likely holds it (by the
+names along the path, the kind of its values and how many rows have one), with the value
+transforms it needs (milliseconds to seconds, ``finish_reason: error`` to the ERROR level,
+``user_edited: true`` to ``edited``).
+
+A proposal says how sure it is: a column found under its own name (or a name every tool
+uses for it: ``prompt_tokens``, ``finish_reason``) is sure; one found by a looser name, or
+whose unit or categories were inferred from the values, is a guess, marked as such."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import ConfigError
+from evalkit.sources._transforms import spec_key
+
+__all__ = ["SHOWN", "Mapping", "Proposal", "describe", "io_text", "propose", "sample_rows"]
+
+SAMPLE_ROWS = 500
+_MAX_DEPTH = 8
+_LEVELS = {"DEBUG", "DEFAULT", "WARNING", "ERROR"}
+_FAILURE = re.compile(r"(?i)error|fail|exception|timeout|timed_out|crash|abort")
+_USER_ACTIONS = (("edited", re.compile(r"(?i)edit|modif|rewr|chang")),
+                 ("bypassed", re.compile(r"(?i)bypass|reject|discard|ignor|dismiss|skip")),
+                 ("accepted", re.compile(r"(?i)accept|keep|kept|copied|cop(y|ie)|used|insert")))
+
+
+@dataclass
+class _Stat:
+    """What the sample holds at one path."""
+
+    kinds: dict[str, int] = field(default_factory=dict)  # text, number, bool, messages,
+    example: Any = None                                    # object, list
+    numbers: list[float] = field(default_factory=list)
+    values: dict[str, int] = field(default_factory=dict)  # distinct scalars (first 50)
+    lengths: list[int] = field(default_factory=list)
+
+    @property
+    def present(self) -> int:
+        return sum(self.kinds.values())
+
+    def share(self, *kinds: str) -> float:
+        return sum(self.kinds.get(k, 0) for k in kinds) / self.present if self.present else 0.0
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One record column's proposed source: its path, transforms and an example value."""
+
+    column: str
+    path: str
+    example: Any
+    guess: bool
+    why: str = ""
+    scale: float | None = None
+    value_map: dict[Any, str] | None = None
+
+    def spec(self) -> Any:
+        """The ``fields`` entry: the path, or an object with its transforms."""
+        if self.scale is None and self.value_map is None:
+            return self.path
+        spec: dict[str, Any] = {"path": self.path}
+        if self.scale is not None:
+            spec["scale"] = self.scale
+        if self.value_map is not None:
+            spec["map"] = self.value_map
+        return spec
+
+
+@dataclass
+class Mapping:
+    """A whole proposal: the columns found, the paths left unmapped, the rows sampled."""
+
+    proposals: dict[str, Proposal]
+    unmapped: list[tuple[str, Any]]
+    n_rows: int
+
+
+def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of a JSONL or CSV file (``.gz`` too) that are objects."""
+    name = path.name.lower().removesuffix(".gz")
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    rows: list[dict[str, Any]] = []
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as fh:
+            if name.endswith((".csv", ".tsv")):
+                delimiter = "\t" if name.endswith(".tsv") else ","
+                for row in csv.DictReader(fh, delimiter=delimiter):
+                    rows.append({k: (v if v != "" else None) for k, v in row.items()
+                                 if k is not None})
+                    if len(rows) >= limit:
+                        break
+            else:
+                for i, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        raise ConfigError(f"init: {path}:{i} is not JSON; give a JSONL file "
+                                          "(one object a line) or a .csv") from None
+                    if isinstance(obj, dict):
+                        rows.append(obj)
+                    if len(rows) >= limit:
+                        break
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"init: cannot read {path}: {exc}") from None
+    if not rows:
+        raise ConfigError(f"init: {path} has no JSON object (JSONL) or CSV row to sample")
+    return rows
+
+
+def _is_messages(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(m, dict) and "role" in m and ("content" in m or "parts" in m)
+        for m in value)
+
+
+def _parsed(value: Any) -> Any:
+    """A string that holds a JSON object or array, parsed (logs often store JSON as text)."""
+    if isinstance(value, str) and value[:1] in ("{", "[") and len(value) < 1_000_000:
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, str, Any]]:
+    """``(path, kind, value)`` for ``value`` and everything under it."""
+    value = _parsed(value)
+    if value is None:
+        return
+    if _is_messages(value):
+        yield path, "messages", value
+        return
+    if isinstance(value, dict):
+        yield path, "object", value
+        if depth < _MAX_DEPTH:
+            for key, inner in value.items():
+                # a key with a dot cannot be named in a dotted path
+                if isinstance(key, str) and key and "." not in key and not key.isdigit():
+                    yield from _walk(inner, f"{path}.{key}" if path else key, depth + 1)
+        return
+    if isinstance(value, list):
+        yield path, "list", value
+        if value and isinstance(value[0], dict) and depth < _MAX_DEPTH:
+            yield from _walk(value[0], f"{path}.0", depth + 1)  # choices.0.message.content
+        return
+    if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true",
+                                                                               "false")):
+        yield path, "bool", value
+    elif _number(value) is not None:
+        yield path, "number", value
+    else:
+        yield path, "text", value
+
+
+def _stats(rows: list[dict[str, Any]]) -> dict[str, _Stat]:
+    stats: dict[str, _Stat] = {}
+    for row in rows:
+        for path, kind, value in _walk(row, "", 0):
+            if not path:
+                continue
+            st = stats.setdefault(path, _Stat())
+            st.kinds[kind] = st.kinds.get(kind, 0) + 1
+            if st.example is None:
+                st.example = value
+            if kind == "number":
+                st.numbers.append(_number(value) or 0.0)
+            if kind in ("text", "bool", "number") and (
+                    len(st.values) < 50 or str(value) in st.values):
+                st.values[str(value)] = st.values.get(str(value), 0) + 1
+            if kind == "text":
+                st.lengths.append(len(value))
+    return stats
+
+
+def _words(path: str) -> list[list[str]]:
+    """Each step of ``path`` as lower-case words: ``meta.latencyMs`` -> [[meta], [latency, ms]]."""
+    steps = []
+    for step in path.split("."):
+        if step.isdigit():
+            continue
+        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", step).lower()
+        steps.append([w for w in re.split(r"[^a-z0-9]+", snake) if w])
+    return steps
+
+
+@dataclass(frozen=True)
+class _Role:
+    column: str
+    kinds: tuple[str, ...]
+    sure: tuple[str, ...]  # leaf names that settle it
+    loose: tuple[str, ...] = ()  # leaf words that suggest it
+    context: tuple[str, ...] = ()  # words of an enclosing step that support it
+    avoid: tuple[str, ...] = ()  # words of an enclosing step that rule it out
+
+
+# in the order they are decided: a path taken by one column is not offered to the next
+_ROLES = (
+    _Role("input_tokens", ("number",), ("prompt_tokens", "input_tokens", "prompttokens"),
+          ("prompt", "input"), ("usage", "tokens", "token_usage", "tokenusage", "token")),
+    _Role("output_tokens", ("number",),
+          ("completion_tokens", "output_tokens", "completiontokens"),
+          ("completion", "output"), ("usage", "tokens", "token_usage", "tokenusage", "token")),
+    _Role("latency_s", ("number",),
+          ("latency", "latency_s", "latency_ms", "duration", "duration_ms", "duration_s",
+           "elapsed", "elapsed_ms", "response_time", "response_time_ms", "latency_seconds"),
+          ("latency", "duration", "elapsed", "time_ms", "ms")),
+    _Role("cost_usd", ("number",), ("cost", "cost_usd", "total_cost", "calculated_total_cost",
+                                     "price", "usd"), ("cost", "price", "usd")),
+    _Role("record_id", ("text", "number"),
+          ("id", "record_id", "uuid", "request_id", "example_id", "sample_id", "item_id",
+           "test_id", "row_id", "call_id", "log_id", "generation_id", "observation_id"),
+          ("id", "uuid"), avoid=("messages", "session", "trace", "user", "usage")),
+    _Role("trace_id", ("text", "number"), ("trace_id",)),
+    _Role("session_id", ("text", "number"),
+          ("session_id", "conversation_id", "thread_id", "chat_id")),
+    _Role("model", ("text",), ("model", "model_name", "model_id", "engine", "deployment",
+                               "provider_id"), ("model",),
+          avoid=("messages",)),
+    _Role("level", ("text", "bool"),
+          ("level", "status", "finish_reason", "stop_reason", "state", "outcome_status",
+           "is_error", "failed"), ("status", "finish", "level")),
+    _Role("status_message", ("text",),
+          ("status_message", "error", "error_message", "exception", "errors"),
+          ("error",)),
+    _Role("user_action", ("text", "bool"),
+          ("user_action", "action", "user_edited", "edited", "accepted", "was_edited",
+           "user_accepted", "feedback_action"), ("edited", "action", "accepted")),
+    _Role("reference", ("text",),
+          ("expected", "expected_output", "expected_answer", "reference", "reference_answer",
+           "ground_truth", "gold", "gold_answer", "target", "ideal", "correct_answer",
+           "golden_answer", "label_text"), ("expected", "reference", "gold", "truth")),
+    _Role("input", ("messages", "text"),
+          ("input", "prompt", "question", "query", "messages", "instruction", "user_input",
+           "user_message", "inputs", "raw_prompt", "question_text"),
+          ("prompt", "question", "query", "input", "messages", "instruction"),
+          ("request", "prompt", "input", "inputs", "vars")),
+    _Role("output", ("text",),
+          ("output", "response", "completion", "answer", "generation", "reply",
+           "prediction", "generated_text", "output_text", "model_output", "outputs",
+           "response_text", "completion_text", "answer_text"),
+          ("output", "response", "completion", "answer", "text", "content", "reply",
+           "generation", "prediction", "generated", "result"),
+          ("response", "output", "outputs", "completion", "choices", "message", "generation",
+           "result"), ("request", "prompt", "input", "inputs", "messages", "vars", "usage",
+                       "error")),
+    _Role("timestamp", ("text", "number"),
+          ("timestamp", "created_at", "created", "start_time", "time", "ts", "date",
+           "datetime", "logged_at", "request_time"), ("timestamp", "time", "created", "date")),
+)
+
+
+# the order the proposal is printed in
+SHOWN = ("record_id", "input", "output", "reference", "model", "level", "status_message",
+          "latency_s", "cost_usd", "input_tokens", "output_tokens", "user_action", "timestamp",
+          "trace_id", "session_id")
+
+
+def _score(role: _Role, path: str, st: _Stat, n_rows: int) -> tuple[float, bool] | None:
+    """How well ``path`` fits ``role`` (higher is better) and whether the fit is sure."""
+    steps = _words(path)
+    if not steps or not st.present:
+        return None
+    # an output may be an object in the rows of failed calls (an error body, an envelope)
+    if st.share(*role.kinds) < (0.5 if role.column == "output" else 0.8):
+        return None
+    leaf = "_".join(steps[-1])
+    if len(steps) > 1 and "_".join(steps[-2] + steps[-1]) in role.sure:
+        leaf = "_".join(steps[-2] + steps[-1])  # provider.id as provider_id
+    enclosing = {w for s in steps[:-1] for w in s} | {"_".join(s) for s in steps[:-1]}
+    if enclosing & set(role.avoid):
+        return None
+    if leaf in role.sure:
+        score, sure = 10.0, True
+    elif set(steps[-1]) & set(role.loose):
+        score, sure = 5.0, False
+    else:
+        return None
+    if role.context:
+        score += 2.0 * len(enclosing & set(role.context))
+    score += 2.0 * st.present / n_rows - 0.1 * len(steps)
+    if role.column == "output":
+        score += min(statistics.mean(st.lengths), 400) / 200 if st.lengths else 0
+    if role.column in ("input_tokens", "output_tokens") and not (
+            enclosing & set(role.context) or "tokens" in steps[-1]):
+        return None  # `input` or `completion` alone, outside a usage object, is no count
+    if role.column == "record_id" and len(st.values) < min(st.present, 50):
+        return None  # an id is distinct in every sampled row
+    return score, sure
+
+
+def _latency(path: str, st: _Stat) -> tuple[float | None, bool, str]:
+    """The scale that makes ``path``'s numbers seconds, whether it is a guess, and why."""
+    words = [w for s in _words(path) for w in s]
+    last = words[-1] if words else ""
+    if last in ("ms", "millis", "milliseconds") or path.endswith("Ms"):
+        return 0.001, False, "milliseconds (by its name)"
+    if last in ("s", "sec", "secs", "seconds"):
+        return None, False, "seconds (by its name)"
+    if last in ("us", "micros", "microseconds"):
+        return 1e-6, False, "microseconds (by its name)"
+    median = statistics.median(st.numbers) if st.numbers else 0.0
+    if median > 100:
+        return 0.001, True, f"median {median:g}: taken as milliseconds"
+    return None, True, f"median {median:g}: taken as seconds"
+
+
+def _level_map(st: _Stat, path: str) -> tuple[dict[Any, str] | None, bool, str] | None:
+    """The map from ``path``'s values to levels (ERROR for failures), or ``None`` when the
+    values are levels already; ``None`` overall when nothing in them reads as a failure."""
+    values = list(st.values)
+    if st.share("bool") >= 0.8:
+        negated = any(w in ("ok", "success", "succeeded") for s in _words(path) for w in s)
+        return ({True: "DEFAULT", False: "ERROR"} if negated else
+                {True: "ERROR", False: "DEFAULT"}), True, "a boolean flag"
+    if {v.upper() for v in values} <= _LEVELS:
+        return None, False, "levels"
+    failed = [v for v in values if _FAILURE.search(v)]
+    if not failed:
+        return None
+    return ({v: ("ERROR" if _FAILURE.search(v) else "DEFAULT") for v in values}, True,
+            f"{', '.join(failed[:3])} taken as failures")
+
+
+def _action_map(st: _Stat, path: str) -> dict[Any, str] | None:
+    if st.share("bool") >= 0.8:
+        words = {w for s in _words(path) for w in s}
+        if words & {"edited", "edit", "modified", "changed"}:
+            return {True: "edited", False: "accepted"}
+        if words & {"accepted", "kept", "used"}:
+            return {True: "accepted", False: "bypassed"}
+        return None
+    out: dict[Any, str] = {}
+    for v in st.values:
+        for action, pattern in _USER_ACTIONS:
+            if pattern.search(v):
+                out[v] = action
+                break
+    return out or None
+
+
+def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) -> Mapping:
+    """The proposed mapping of ``rows`` (``forced``: column -> path the user gave)."""
+    stats = _stats(rows)
+    n = len(rows)
+    taken: set[str] = set()
+    proposals: dict[str, Proposal] = {}
+    for column, path in (forced or {}).items():
+        st = stats.get(path)
+        if st is None:
+            raise ConfigError(f"init: --field {column}={path}: no sampled row has '{path}'")
+        if column == "output" and st.share("text") < 0.5:
+            raise ConfigError(_object_output(path, st, stats))
+        proposals[column] = Proposal(column, path, st.example, False, "given")
+        taken.add(path)
+    for role in _ROLES:
+        if role.column in proposals:
+            continue
+        best: tuple[float, bool, str] | None = None
+        for path, st in stats.items():
+            if path in taken or any(path.startswith(t + ".") for t in taken
+                                    if stats[t].share("messages") > 0):
+                continue
+            fit = _score(role, path, st, n)
+            if fit is not None and (best is None or fit[0] > best[0]):
+                best = (fit[0], fit[1], path)
+        if best is None:
+            continue
+        _, sure, path = best
+        st = stats[path]
+        proposal = Proposal(role.column, path, st.example, not sure)
+        if role.column == "latency_s":
+            scale, guessed, why = _latency(path, st)
+            proposal = Proposal(role.column, path, st.example, not sure or guessed, why, scale)
+        elif role.column == "level":
+            found = _level_map(st, path)
+            if found is None:
+                continue
+            value_map, guessed, why = found
+            proposal = Proposal(role.column, path, st.example, not sure or guessed, why,
+                                value_map=value_map)
+        elif role.column == "user_action":
+            action = _action_map(st, path)
+            if action is None:
+                continue
+            proposal = Proposal(role.column, path, st.example, True, value_map=action)
+        proposals[role.column] = proposal
+        taken.add(path)
+    if "output" not in proposals:
+        raise ConfigError(_no_output(stats))
+    # leaves no proposal reads, beside them or under them (objects are their leaves)
+    unmapped = [(path, st.example) for path, st in stats.items()
+                if st.share("object") < 1 and path not in taken and
+                not any(path.startswith(t + ".") or t.startswith(path + ".") for t in taken)]
+    return Mapping(proposals, unmapped, n)
+
+
+def _object_output(path: str, st: _Stat, stats: dict[str, _Stat]) -> str:
+    texts = [p for p, s in stats.items() if p.startswith(path + ".") and s.share("text") >= 0.8]
+    hint = f"; its text is at {', '.join(texts[:4])}" if texts else ""
+    return (f"init: '{path}' holds {max(st.kinds, key=st.kinds.__getitem__)} values, not "
+            f"text: an output mapped to it would be judged as JSON{hint}; give the text's "
+            "path with --field output=PATH")
+
+
+def _no_output(stats: dict[str, _Stat]) -> str:
+    texts = sorted((p for p, s in stats.items() if s.share("text") >= 0.8),
+                   key=lambda p: -statistics.mean(stats[p].lengths or [0]))
+    objects = [p for p, s in stats.items() if s.share("object", "list") >= 0.8
+               and any(w in ("output", "response", "completion") for st in _words(p)
+                       for w in st)]
+    what = (f"'{objects[0]}' is an object, not text (an output mapped to it would be "
+            "judged as JSON); " if objects else "")
+    return (f"init: found no path that holds the output text; {what}give it with --field "
+            f"output=PATH (text paths, longest first: {', '.join(texts[:6]) or 'none'})")
+
+
+def describe(value: Any, width: int = 48) -> str:
+    """``value`` as one short line for the printed proposal."""
+    if isinstance(value, list) and _is_messages(value):
+        roles = ", ".join(str(m.get("role")) for m in value[:4])
+        text = f"[{len(value)} messages: {roles}{', …' if len(value) > 4 else ''}]"
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def io_text(mapping: Mapping) -> str:
+    """The proposal as the lines ``evalkit init`` prints."""
+    out = io.StringIO()
+    out.write(f"sampled {mapping.n_rows} rows; proposed mapping (guesses marked ?):\n")
+    width = max(len(c) for c in mapping.proposals)
+    order = {c: i for i, c in enumerate(SHOWN)}
+    for col, p in sorted(mapping.proposals.items(), key=lambda cp: order.get(cp[0], 99)):
+        mark = "?" if p.guess else " "
+        extra = []
+        if p.scale is not None:
+            extra.append(f"× {p.scale:g}")
+        if p.value_map is not None:
+            extra.append("map " + ", ".join(f"{spec_key(k)}→{v}" for k, v in
+                                            list(p.value_map.items())[:4]))
+        if p.why and p.why != "given":
+            extra.append(p.why)
+        tail = f"  ({'; '.join(extra)})" if extra else ""
+        out.write(f" {mark} {col:<{width}}  {p.path}  e.g. {describe(p.example)}{tail}\n")
+    if mapping.unmapped:
+        shown = mapping.unmapped[:12]
+        out.write("left unmapped (kept in metadata when top-level): " +
+                  ", ".join(p for p, _ in shown) +
+                  (f" … and {len(mapping.unmapped) - 12} more" if len(mapping.unmapped) > 12
+                   else "") + "\n")
+    return out.getvalue()

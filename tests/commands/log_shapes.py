@@ -1,0 +1,139 @@
+"""Log files shaped like the exports of common tools, written for the `evalkit init` tests
+(made up here, not copied: the keys follow each tool's documented export format). Each shape
+has 20 rows, 2 models, and every fifth call failed; what the true mapping gives is returned
+beside the rows so a test can check the numbers a run prints."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+N = 20
+MODELS = ("gpt-4o-mini", "claude-3-5-haiku")
+
+
+def _failed(i: int) -> bool:
+    return i % 5 == 4
+
+
+def _question(i: int) -> str:
+    return f"How do I rotate the API key of project {i}?"
+
+
+def _answer(i: int) -> str:
+    return f"Open the settings of project {i}, choose Keys, then Rotate; the old key stops."
+
+
+def _latency_ms(i: int) -> int:
+    return 400 + 100 * i
+
+
+def issue_chat_log() -> list[dict[str, Any]]:
+    """The shape issue 28 shows: id, request.messages, response.text/finish_reason, meta."""
+    return [{"id": f"chat-{i:03d}",
+             "request": {"messages": [{"role": "system", "content": "You are a helpful agent."},
+                                      {"role": "user", "content": _question(i)}]},
+             "response": {"text": None if _failed(i) else _answer(i),
+                          "finish_reason": "error" if _failed(i) else "stop"},
+             "meta": {"model": MODELS[i % 2], "latency_ms": _latency_ms(i),
+                      "cost_usd": 0.0002 * (i + 1), "user_edited": i % 3 == 0}}
+            for i in range(N)]
+
+
+def openai_chat_log() -> list[dict[str, Any]]:
+    """A logged Chat Completions call: the request body, and the response object."""
+    rows = []
+    for i in range(N):
+        response: dict[str, Any] = {
+            "id": f"chatcmpl-{i:05d}x", "object": "chat.completion", "created": 1764000000 + i,
+            "model": MODELS[i % 2],
+            "choices": [{"index": 0, "message": {"role": "assistant",
+                                                 "content": None if _failed(i) else _answer(i)},
+                         "finish_reason": "error" if _failed(i) else "stop"}],
+            "usage": {"prompt_tokens": 30 + i, "completion_tokens": 12 + i,
+                      "total_tokens": 42 + 2 * i}}
+        rows.append({"request_id": f"req_{i:04d}",
+                     "request": {"model": MODELS[i % 2],
+                                 "messages": [{"role": "user", "content": _question(i)}]},
+                     "response": response, "duration_ms": _latency_ms(i)})
+    return rows
+
+
+def langfuse_export() -> list[dict[str, Any]]:
+    """Generations as Langfuse exports them: camelCase, level, latency in seconds."""
+    return [{"id": f"obs-{i}", "traceId": f"trace-{i}", "type": "GENERATION",
+             "name": "answer", "startTime": f"2026-11-01T00:00:{i:02d}.000Z",
+             "model": MODELS[i % 2], "modelParameters": {"temperature": 0},
+             "input": [{"role": "user", "content": _question(i)}],
+             "output": None if _failed(i) else {"role": "assistant", "content": _answer(i)},
+             "level": "ERROR" if _failed(i) else "DEFAULT",
+             "statusMessage": "upstream 503" if _failed(i) else None,
+             "latency": _latency_ms(i) / 1000,
+             "usage": {"input": 30 + i, "output": 12 + i, "total": 42 + 2 * i, "unit": "TOKENS"},
+             "calculatedTotalCost": 0.0002 * (i + 1), "metadata": {"env": "prod"}}
+            for i in range(N)]
+
+
+def langsmith_export() -> list[dict[str, Any]]:
+    """LangSmith runs: inputs/outputs objects, status, token counts, extra.metadata."""
+    return [{"id": f"0b6c{i:04d}-1f2e-4c3d-9a8b-7c6d5e4f3a2b", "name": "qa_chain",
+             "run_type": "llm", "start_time": f"2026-11-01T00:00:{i:02d}",
+             "inputs": {"question": _question(i)},
+             "outputs": None if _failed(i) else {"output": _answer(i)},
+             "error": "RateLimitError: 429" if _failed(i) else None,
+             "status": "error" if _failed(i) else "success",
+             "prompt_tokens": 30 + i, "completion_tokens": 12 + i, "total_cost": 0.0002 * i,
+             "extra": {"metadata": {"ls_model_name": MODELS[i % 2], "ls_provider": "x"}},
+             "trace_id": f"t{i}", "reference_example_id": None}
+            for i in range(N)]
+
+
+def promptfoo_results() -> list[dict[str, Any]]:
+    """promptfoo's results: prompt.raw, vars, response.output, provider.id, latencyMs."""
+    return [{"promptIdx": 0, "testIdx": i,
+             "prompt": {"raw": f"Answer briefly: {_question(i)}", "label": "brief"},
+             "vars": {"question": _question(i), "expected": _answer(i)},
+             "provider": {"id": f"openai:{MODELS[i % 2]}", "label": ""},
+             "response": {"output": None if _failed(i) else _answer(i) if i % 2 else "No idea.",
+                          "tokenUsage": {"total": 42, "prompt": 30, "completion": 12}},
+             "error": "API error 500" if _failed(i) else None,
+             "latencyMs": _latency_ms(i), "cost": 0.0001, "success": not _failed(i),
+             "score": 1.0, "namedScores": {}}
+            for i in range(N)]
+
+
+def qa_csv() -> str:
+    """A plain QA file: id, question, answer, expected, latency in seconds, model."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["id", "question", "answer", "expected", "latency", "model"])
+    for i in range(N):
+        writer.writerow([f"q{i}", _question(i), "" if _failed(i) else _answer(i),
+                         _answer(i), f"{_latency_ms(i) / 1000:.3f}", MODELS[i % 2]])
+    return out.getvalue()
+
+
+def jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+# shape -> (file name, text, the id the first row gets, latency p50 of the kept calls in
+# seconds or None when the shape has no latency)
+def _p50() -> float:
+    import statistics
+
+    return statistics.median(_latency_ms(i) / 1000 for i in range(N) if not _failed(i))
+
+
+SHAPES: dict[str, tuple[str, str, str | None, float | None]] = {
+    "issue_chat_log": ("chat_logs.jsonl", jsonl(issue_chat_log()), "chat-000", _p50()),
+    "openai": ("openai.jsonl", jsonl(openai_chat_log()), "req_0000", _p50()),
+    "langfuse": ("langfuse.jsonl", jsonl(langfuse_export()), "obs-0", _p50()),
+    "langsmith": ("langsmith.jsonl", jsonl(langsmith_export()),
+                  "0b6c0000-1f2e-4c3d-9a8b-7c6d5e4f3a2b", None),
+    "promptfoo": ("promptfoo.jsonl", jsonl(promptfoo_results()), None, _p50()),
+    "qa_csv": ("qa.csv", qa_csv(), "q0", _p50()),
+}
+N_FAILED = sum(_failed(i) for i in range(N))

@@ -1,0 +1,90 @@
+"""Declarative value transforms in ``fields``: a unit scale, a value map and a default, with
+no code, on every file source and both JSONL decoders; validated like every other key."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalkit.config import instance
+from evalkit.errors import ConfigError
+from evalkit.sources.csv import CsvSource
+from evalkit.sources.files import FileSourceConfig
+from evalkit.sources.jsonl import JsonlSource, JsonlSourceConfig
+from tests.sources.conftest import read
+
+FIELDS = {
+    "output": "response.text",
+    "latency_s": {"path": "meta.latency_ms", "scale": 0.001},
+    "user_action": {"path": "meta.user_edited", "map": {True: "edited", False: "accepted"}},
+    "level": {"path": ["status", "response.finish_reason"],
+              "map": {"error": "ERROR", "stop": "DEFAULT"}, "default": "DEFAULT"},
+}
+
+
+def _rows(same_shape: bool) -> list[dict]:
+    rows = [{"id": f"r{i}", "response": {"text": f"t{i}", "finish_reason": "stop"},
+             "meta": {"latency_ms": 1830 + i, "user_edited": i % 2 == 1}} for i in range(4)]
+    if not same_shape:  # the line-by-line path: a row lacking what the others have
+        rows[2] = {"id": "r2", "response": {"text": "t2", "finish_reason": "error"},
+                   "meta": {"latency_ms": "1832", "user_edited": None}, "extra": 1}
+    return rows
+
+
+@pytest.mark.parametrize("same_shape", [True, False])
+def test_scale_map_and_default_apply_on_jsonl(ctx, tmp_path, same_shape):
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _rows(same_shape)))
+    cfg = JsonlSourceConfig(path=str(path), record_id="id", fields=FIELDS, workers=0)
+    got = read(JsonlSource("j", cfg, ctx))
+    assert not got.rejects
+    out = {r["record_id"]: r for r in got.table.to_pylist()}
+    assert [out[f"r{i}"]["latency_s"] for i in range(4)] == pytest.approx(
+        [1.830, 1.831, 1.832, 1.833])
+    actions = [out[f"r{i}"]["user_action"] for i in range(4)]
+    levels = [out[f"r{i}"]["level"] for i in range(4)]
+    if same_shape:
+        assert actions == ["accepted", "edited", "accepted", "edited"]
+        assert levels == ["DEFAULT"] * 4
+    else:
+        assert actions == ["accepted", "edited", None, "edited"]
+        assert levels == ["DEFAULT", "DEFAULT", "ERROR", "DEFAULT"]
+
+
+def test_a_default_fills_a_column_no_row_has(ctx, tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"output": "a"}\n{"output": "b"}\n')
+    cfg = JsonlSourceConfig(path=str(path), workers=0,
+                            fields={"model": {"path": "meta.model", "default": "unknown"}})
+    assert read(JsonlSource("j", cfg, ctx)).table.column("model").to_pylist() == [
+        "unknown", "unknown"]
+
+
+def test_csv_cells_meet_yaml_keys_and_a_bad_number_is_a_reject(ctx, tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("id,answer,ms,edited\n1,a,1500,true\n2,b,soon,False\n3,c,,1\n")
+    cfg = FileSourceConfig(path=str(path), record_id="id", fields={
+        "output": "answer", "latency_s": {"path": "ms", "scale": 0.001},
+        "user_action": {"path": "edited", "map": {True: "edited", False: "accepted",
+                                                  "1": "edited"}}})
+    got = read(CsvSource("c", cfg, ctx))
+    rows = got.table.to_pylist()
+    assert [(r["record_id"], r["latency_s"], r["user_action"]) for r in rows] == [
+        ("1", 1.5, "edited"), ("3", None, "edited")]
+    assert [r.reason for r in got.rejects] == [
+        "field 'latency_s' (from 'ms'): scale 0.001: expected a number, got 'soon'"]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"path": "meta.ms", "sacle": 0.001}, r"fields.latency_s.sacle: .*did you mean 'scale'"),
+    ({"scale": 0.001}, r"fields.latency_s.path: None is not a dotted path"),
+    ({"path": "meta.ms", "scale": "ms"}, r"fields.latency_s.scale: 'ms' is not a finite"),
+    ({"path": "meta.ms", "scale": 0}, r"fields.latency_s.scale"),
+    ({"path": "meta.ms", "map": []}, r"fields.latency_s.map: \[\] is not an object"),
+    ({"path": "meta.ms", "default": {"a": 1}}, r"fields.latency_s.default"),
+])
+def test_a_bad_transform_is_refused_naming_the_key(spec, message):
+    with pytest.raises(ConfigError, match=message):
+        instance("sources", "source", {"plugin": "jsonl", "path": "x.jsonl",
+                                       "fields": {"latency_s": spec}}, "source")
