@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ class Log:
         self.lines: list[str] = []
         self.n = 0
         self.sid = sid
+        self.tag = uuid.uuid4().hex  # each log's events have uuids of their own
 
     def _event(self, kind: str, message: dict[str, Any], side: bool = False,
                **extra: Any) -> None:
@@ -43,7 +45,7 @@ class Log:
         self.lines.append(json.dumps({
             "parentUuid": None, "isSidechain": side, "userType": "external",
             "cwd": "/repo", "sessionId": self.sid, "version": "2.0.14", "gitBranch": "main",
-            "type": kind, "message": message, "uuid": f"u{self.n}",
+            "type": kind, "message": message, "uuid": f"{self.tag}-{self.n}",
             "timestamp": f"2026-11-03T09:00:{self.n:02d}.000Z", **extra}))
 
     def user(self, text: Any, side: bool = False, **extra: Any) -> Log:
@@ -211,7 +213,8 @@ def test_meta_and_command_messages_are_not_prompts(ctx, tmp_path):
     src = source(ctx, path=str(log.write(tmp_path / "s.jsonl")))
     rows = read_all(src).to_pylist()
     assert [(r["input"], r["output"]) for r in rows] == [("Real question?", "Real answer.")]
-    assert src.counts["ignored_events"] == 3
+    # a command no model answered (here /clear, with no output written) starts no turn
+    assert src.counts["ignored_events"] == 2 and src.counts["local_commands"] == 1
 
 
 def test_a_file_without_session_events_is_a_reject(ctx, tmp_path):
@@ -341,8 +344,10 @@ def test_a_session_met_twice_is_rejected_not_duplicated(ctx, tmp_path):
     rows = records(ctx, tmp_path)
     assert sorted(r["record_id"] for r in rows) == [f"{SID}:0", "c1:0"]
     assert sorted(r["location"].rsplit("/", 1)[1] for r in ctx.rejects) == [
-        "convs.jsonl:2", "two.jsonl:1"]
-    assert all("duplicate turn" in r["reason"] for r in ctx.rejects)
+        "convs.jsonl:2", "two.jsonl"]
+    assert "duplicate turn" in ctx.rejects[0]["reason"]
+    # the copy's events are the first file's (same uuids): read once, the file said so
+    assert "every event of this file was read already" in ctx.rejects[1]["reason"]
 
 
 def test_sub_agents_in_files_of_their_own(ctx, tmp_path):
@@ -358,3 +363,37 @@ def test_sub_agents_in_files_of_their_own(ctx, tmp_path):
     assert sorted(r["record_id"] for r in rows) == [
         f"{SID}:0", f"{SID}:agent-a1:0", f"{SID}:agent-b2:0"]
     assert not ctx.rejects
+
+
+def test_a_comment_line_gets_an_honest_reason(ctx, tmp_path):
+    log = Log().raw("// exported by hand").user("q").assistant(text("a"))
+    path = log.write(tmp_path / "s.jsonl")
+    assert [r["output"] for r in records(ctx, path)] == ["a"]
+    (reject,) = ctx.rejects
+    assert reject["location"] == f"{path}:1" and "a comment line" in reject["reason"]
+    assert "cut off" not in reject["reason"]
+
+
+def test_a_mid_session_command_is_a_turn_of_its_own(ctx, tmp_path):
+    """A custom slash command the model answers starts a turn; it is not folded into the turn
+    before it (which keeps its own answer, model and tools)."""
+    log = (Log().user("Why is CI red?").assistant(tool("t1", "Bash", command="make"), mid="m1")
+           .results(("t1", "error: lint", True)).assistant(text("Lint fails."), mid="m2")
+           .user("<command-message>review</command-message>\n<command-name>/review</command-name>"
+                 "\n<command-args>src/</command-args>")
+           .user([text("Review the code in $ARGUMENTS")], isMeta=True)
+           .assistant(text("Looks fine."), mid="m3", model="claude-opus-4-1"))
+    first, second = records(ctx, log.write(tmp_path / "s.jsonl"))
+    assert (first["output"], first["model"], first["metadata"]["n_tool_errors"]) == (
+        "Lint fails.", "claude-sonnet-4-5", 1)
+    assert (second["input"], second["output"], second["model"]) == (
+        "/review src/", "Looks fine.", "claude-opus-4-1")
+    assert second["metadata"]["trigger"] == "command" and second["latency_s"] == 2.0
+
+
+def test_a_turn_without_an_answer_says_whether_the_session_went_on(ctx, tmp_path):
+    log = (Log().user("Deploy.").assistant(tool("t1", "Bash", command="deploy"))
+           .results(("t1", "ok", False)).user("Status?").assistant(tool("t2", "Bash")))
+    first, second = records(ctx, log.write(tmp_path / "s.jsonl"))
+    assert "the session went on" in first["status_message"]
+    assert "the session stopped" in second["status_message"]

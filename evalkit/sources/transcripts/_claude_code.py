@@ -1,0 +1,165 @@
+"""Claude Code session logs (``~/.claude/projects/<project>/<session id>.jsonl``): one JSON
+event per line. The rules are in ``docs/agents.md``; each event kind's outcome is in its
+table."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.sources._json_lines import Line
+from evalkit.sources.transcripts._turns import INTERRUPT_MARKS, Chain, ToolCall, Turn, block_text
+
+# user text Claude Code wrote, not the user: not a prompt
+_NOT_USER_TEXT = ("Caveat: The messages below", "<local-command-caveat>")
+# output of a command Claude Code ran itself (a built-in slash command, a `!` shell command)
+_LOCAL_OUTPUT = ("<local-command-stdout>", "<local-command-stderr>", "<bash-stdout>",
+                 "<bash-stderr>")
+_COMMAND = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
+_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_BASH = re.compile(r"<bash-input>(.*?)</bash-input>", re.S)
+_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
+
+
+@dataclass
+class Parsed:
+    """What one session file gave: its turns per chain, and the problems met."""
+
+    main: list[Turn]
+    side: list[Turn]
+    session_id: str | None
+    problems: list[tuple[int, str, str]]  # (line, reason, raw)
+    counts: dict[str, int] = field(default_factory=dict)  # events read, ignored, repeated
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def events(self) -> int:
+        return self.counts.get("events", 0)
+
+
+def line_problem(item: Line) -> str:
+    """Why a line cannot be read, said honestly: a ``//`` comment is not a cut-off write."""
+    raw = item.raw.lstrip()
+    if raw.startswith(("//", "#")):
+        return (f"a comment line ({raw[:2]}): JSON Lines has no comments; remove the line "
+                "(the rest of the file is read)")
+    if raw.startswith("{") and not raw.rstrip().endswith("}"):
+        return f"{item.problem}: the object never closes (cut off mid-write?); the rest of " \
+            "the file is read"
+    return f"{item.problem}; the rest of the file is read"
+
+
+def _user_text(chain: Chain, text: str, when: str | None, line: int) -> bool:
+    """Route the text of a user event; False when it was Claude Code's, not the user's."""
+    if text.startswith(INTERRUPT_MARKS):
+        chain.interrupted()
+        return True
+    if text.startswith(_LOCAL_OUTPUT):
+        chain.local_output()
+        return False
+    if text.startswith(_NOT_USER_TEXT):
+        return False
+    command = _COMMAND.search(text)
+    if command and text.lstrip().startswith(("<command-", "<command-name>")):
+        args = _ARGS.search(text)
+        typed = f"{command.group(1)} {args.group(1).strip() if args else ''}".strip()
+        chain.prompt(typed, when, line, trigger="command")
+        return True
+    bash = _BASH.search(text)
+    if bash and text.lstrip().startswith("<bash-input>"):
+        chain.prompt(f"!{bash.group(1).strip()}", when, line, trigger="command")
+        return True
+    if text.lstrip().startswith("<task-notification>"):
+        summary = _SUMMARY.search(text)
+        chain.prompt(summary.group(1).strip() if summary else text, when, line,
+                     trigger="task_notification")
+        return True
+    chain.prompt(text, when, line)
+    return True
+
+
+def claude_turns(events: Iterable[Line], limit: int, seen: set[str] | None = None) -> Parsed:
+    """Split a Claude Code session's lines into turns (``limit``: the most characters kept of
+    a tool result; ``seen``: the event uuids read already, from this file or others: a resumed
+    session's file repeats earlier lines, which are read once). See ``docs/agents.md``."""
+    chains = {False: Chain(limit), True: Chain(limit)}
+    problems: list[tuple[int, str, str]] = []
+    counts = {"events": 0, "ignored_events": 0, "repeated_events": 0}
+    session_id = None
+    meta: dict[str, Any] = {}
+    seen = set() if seen is None else seen
+    owner: dict[tuple[bool, str], Turn] = {}  # the turn each message id belongs to
+    for item in events:
+        line, event, raw = item.number, item.value, item.raw
+        if item.problem is not None:
+            problems.append((line, line_problem(item), raw))
+            continue
+        if not isinstance(event, dict):
+            problems.append((line, f"expected a JSON object per line, got "
+                             f"{type(event).__name__}", raw))
+            continue
+        uid = event.get("uuid")
+        if isinstance(uid, str):
+            if uid in seen:
+                counts["repeated_events"] += 1
+                continue
+            seen.add(uid)
+        kind = event.get("type")
+        session_id = session_id or event.get("sessionId")
+        for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
+            if event.get(key) and name not in meta:
+                meta[name] = event[key]
+        if kind not in ("user", "assistant"):
+            counts["ignored_events"] += 1
+            continue
+        message = event.get("message")
+        if not isinstance(message, dict):
+            problems.append((line, f"a '{kind}' event without a message object", raw))
+            continue
+        counts["events"] += 1
+        side = bool(event.get("isSidechain"))
+        chain = chains[side]
+        when = event.get("timestamp") if isinstance(event.get("timestamp"), str) else None
+        content = message.get("content")
+        if kind == "user":
+            if event.get("isMeta") or event.get("isCompactSummary"):
+                counts["ignored_events"] += 1
+                continue
+            texts = []
+            for block in content if isinstance(content, list) else [content]:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    chain.tool_result(block.get("tool_use_id"), block.get("content"),
+                                      bool(block.get("is_error")), line, when)
+                else:
+                    texts.append(block_text([block] if isinstance(block, dict) else block))
+            text = "\n".join(t for t in texts if t).strip()
+            if text and not _user_text(chain, text, when, line):
+                counts["ignored_events"] += 1
+            continue
+        # an assistant event: one content block of one API message (Claude Code writes a line
+        # per block as it streams, each with the message's id and its usage so far)
+        mid = message.get("id") or f"line:{line}"
+        turn = owner.get((side, mid)) or chain.turn(line)
+        owner[(side, mid)] = turn
+        turn.message(mid, message.get("usage"))
+        model = message.get("model")
+        if isinstance(model, str) and model != "<synthetic>":
+            turn.model = model
+        turn.last_time = when or turn.last_time
+        for block in content if isinstance(content, list) else [content]:
+            if isinstance(block, str):
+                chain.text(turn, block)
+            elif isinstance(block, dict) and block.get("type") == "text":
+                if event.get("isApiErrorMessage"):
+                    turn.api_error = str(block.get("text") or "API error")
+                    turn.api_errors += 1
+                else:
+                    chain.text(turn, str(block.get("text") or ""))
+            elif isinstance(block, dict) and block.get("type") == "tool_use":
+                chain.call(turn, ToolCall(block.get("id"), str(block.get("name") or "unknown"),
+                                          block.get("input")))
+    counts["local_commands"] = chains[False].local_commands + chains[True].local_commands
+    return Parsed(chains[False].finish(), chains[True].finish(), session_id, problems,
+                  counts, meta)

@@ -1,0 +1,97 @@
+"""``transcripts`` on real, public session files (``tests/sources/corpus``, licences in its
+LICENSES.md): every record matches the hand count in ``corpus/expectations.yaml``, tokens,
+latency and tool calls included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from evalkit.sources.transcripts import TranscriptsConfig, TranscriptsSource
+from tests.sources.conftest import read_collecting
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+EXPECTED: dict[str, Any] = yaml.safe_load((CORPUS / "expectations.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def read_corpus(tmp_path_factory):
+    """Each corpus file read on its own: (records by id, the source's counts, rejects)."""
+    out = {}
+    for name in EXPECTED:
+        ctx = SimpleNamespace(run_id="r1", run_dir=tmp_path_factory.mktemp("run"),
+                              rejects=[])
+        src = TranscriptsSource("transcripts", TranscriptsConfig(path=str(CORPUS / name)), ctx)
+        rows = read_collecting(src).to_pylist()
+        for row in rows:
+            row["metadata"] = json.loads(row["metadata"])
+        out[name] = ({r["record_id"]: r for r in rows}, dict(src.counts), ctx.rejects)
+    return out
+
+
+def _starts(value: str | None, expected: str | None) -> bool:
+    if expected is None:
+        return value is None
+    return value is not None and value.strip().startswith(expected)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_every_corpus_file_matches_its_hand_count(read_corpus, name):
+    rows, counts, rejects = read_corpus[name]
+    spec = EXPECTED[name]
+    assert not rejects
+    assert list(rows) == [r["id"] for r in spec["records"]]
+    for key, value in spec["counts"].items():
+        assert counts.get(key, 0) == value, key
+    for want in spec["records"]:
+        got = rows[want["id"]]
+        meta = got["metadata"]
+        found = {
+            "trigger": meta["trigger"], "excluded_by": got["excluded_by"],
+            "in": got["input_tokens"], "out": got["output_tokens"],
+            "calls": meta["n_tool_calls"], "errors": meta["n_tool_errors"],
+            "no_result": meta["n_tool_without_result"], "context": len(got["context"]),
+            "interrupted": meta["interrupted"],
+        }
+        assert found == {k: want[k] for k in found}, want["id"]
+        assert _starts(got["input"], want["input"]), (want["id"], got["input"])
+        assert _starts(got["output"], want["output"]), (want["id"], got["output"])
+        if want["latency"] is None:
+            assert got["latency_s"] is None
+        else:
+            assert got["latency_s"] == pytest.approx(want["latency"], abs=1e-3)
+        if want["excluded_by"] is not None:  # set aside, and says why
+            assert got["exclude_reason"]
+
+
+def test_a_resumed_session_repeating_its_history_is_read_once(tmp_path):
+    """Claude Code's resume writes the earlier lines again (same uuids): each turn once."""
+    lines = (CORPUS / "claude" / "tool_heavy.jsonl").read_text().splitlines()
+    (tmp_path / "resumed.jsonl").write_text("\n".join(lines[:18] + lines) + "\n")
+    ctx = SimpleNamespace(run_id="r1", run_dir=tmp_path / "run", rejects=[])
+    src = TranscriptsSource("t", TranscriptsConfig(path=str(tmp_path / "resumed.jsonl")), ctx)
+    rows = read_collecting(src).to_pylist()
+    assert [(r["input"][:20], r["input_tokens"], r["output_tokens"]) for r in rows] == [
+        ("start phoenix in bac", 51808, 28), ("scrolling back in xt", 54173, 184)]
+    assert src.counts["repeated_events"] == 18 - 3  # 3 of the first 18 lines have no uuid
+    assert not ctx.rejects
+
+
+def test_a_session_resumed_into_a_new_file_goes_on_numbering_its_turns(tmp_path):
+    """The new file repeats the old one's lines, then goes on: the old turn once, the new one
+    numbered after it."""
+    lines = (CORPUS / "claude" / "tool_heavy.jsonl").read_text().splitlines()
+    (tmp_path / "a.jsonl").write_text("\n".join(lines[:18]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join(lines) + "\n")
+    ctx = SimpleNamespace(run_id="r1", run_dir=tmp_path / "run", rejects=[])
+    src = TranscriptsSource("t", TranscriptsConfig(path=str(tmp_path)), ctx)
+    rows = read_collecting(src).to_pylist()
+    sid = "d6e0bada-1959-4eec-a9d2-0bfade768d8f"
+    assert [(r["record_id"], Path(json.loads(r["metadata"])["file"]).name) for r in rows] == [
+        (f"{sid}:0", "a.jsonl"), (f"{sid}:1", "b.jsonl")]
+    assert not ctx.rejects
