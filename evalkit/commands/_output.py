@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["FORMATS", "add_format_arguments", "chosen_format", "emit", "number", "cell"]
+__all__ = ["FORMATS", "add_format_arguments", "chosen_format", "emit", "number", "cell",
+           "plain"]
 
 FORMATS = ("table", "vertical", "csv", "json", "jsonl", "markdown", "parquet")
 _BY_SUFFIX = {"csv": "csv", "json": "json", "jsonl": "jsonl", "ndjson": "jsonl",
@@ -44,6 +45,17 @@ def chosen_format(fmt: str | None, out: str | None) -> str:
     if out:
         return _BY_SUFFIX.get(Path(out).suffix.lstrip(".").lower(), "table")
     return "table"
+
+
+def plain(value: float, digits: int = 4) -> str:
+    """``value`` rounded to ``digits`` significant digits, written out in positional notation
+    (``1830``, ``0.0000123``): never ``1.83e+03``, which reads as a different kind of number
+    to most people."""
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    places = digits - 1 - math.floor(math.log10(abs(value)))
+    text = f"{round(value, places):.{max(places, 0)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def number(value: float) -> str:

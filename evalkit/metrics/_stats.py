@@ -20,7 +20,11 @@ def check_slice_by(slice_by: list[str]) -> None:
     bad = [c for c in slice_by if c not in SLICEABLE and
            not (c.startswith("metadata.") and all(c.split(".")[1:]))]
     if bad:
-        raise ValueError(f"slice_by: {bad} are not record columns; choose from "
+        import difflib
+
+        close = difflib.get_close_matches(bad[0], SLICEABLE, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise ValueError(f"slice_by: {bad} are not record columns; {hint}choose from "
                          f"{', '.join(SLICEABLE)}, or a metadata key as metadata.<key>")
 
 

@@ -26,7 +26,11 @@ class LatencyConfig(SliceConfig):
     def validate(self) -> None:
         super().validate()
         if self.column not in _NUMERIC:
-            raise ValueError(f"column: {self.column!r} is not a numeric record column; "
+            import difflib
+
+            close = difflib.get_close_matches(self.column, _NUMERIC, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ValueError(f"column: {self.column!r} is not a numeric record column; {hint}"
                              f"choose from {', '.join(_NUMERIC)}")
         bad = [q for q in self.percentiles if not 0.0 <= q <= 100.0]
         if bad:

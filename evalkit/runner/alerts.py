@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from evalkit.commands._output import plain
 from evalkit.config import AlertConfig, PluginInstance, RunConfig
 from evalkit.errors import ConfigError, JudgeErrorBudgetExceeded, RunFailed
 from evalkit.plugin import Metric, Produces
@@ -40,7 +41,7 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
         for m in watched:
             if m["value"] is None or not _OPS[alert.operator](m["value"], alert.value):
                 continue
-            msg = alert.message or (f"{m['metric']} [{m['slice']}] = {m['value']:.4g} "
+            msg = alert.message or (f"{m['metric']} [{m['slice']}] = {plain(m['value'])} "
                                     f"{alert.operator} {alert.value:g}")
             rows.append({"run_id": run_id, "metric": m["metric"], "slice": m["slice"],
                          "value": m["value"], "operator": alert.operator,

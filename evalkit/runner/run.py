@@ -38,6 +38,7 @@ from evalkit.runner.judging import JudgeRunner, Judging
 from evalkit.runner.lifecycle import Claim, Staged, claim, run_id_of, stage_remote
 from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
+from evalkit.runner.references import check_metric_references
 from evalkit.runner.result import RunResult
 from evalkit.runner.shard import runner_cut, sharded
 from evalkit.runner.summary import offline_judges
@@ -149,6 +150,7 @@ def _execute(rc: RunConfig, run_id: str, runs_dir: Path, staged: Staged | None,
                        judges=[(i, _make(i, ctx)) for i in rc.judges],
                        metrics=[(i, _make(i, ctx)) for i in rc.metrics],
                        sinks=[(i, _make(i, ctx)) for i in rc.sinks])
+    check_metric_references(rc)
     check_alerts(rc.alerts, plugins.metrics)
     run = claim(run_dir, run_id, rc)
     finished = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -20,11 +21,34 @@ def _num(value: float | None) -> str:
         return "—"
     if value != value:  # NaN
         return "undefined"
-    from evalkit.commands._output import ZERO
+    from evalkit.commands._output import ZERO, plain
 
     if abs(value) < ZERO:  # rounding noise (a kappa of 8.86e-17) is 0
         return "0"
-    return f"{value:.3g}"
+    return plain(value, 3)
+
+
+def why_no_value(details: str | None) -> str:
+    """Why a metric row has no value, from its ``details``: the metric's own reason, then
+    what left its records unscored, most frequent first."""
+    try:
+        d = json.loads(details) if details else {}
+    except ValueError:
+        d = {}
+    if not isinstance(d, dict):
+        d = {}
+    parts = [str(d["undefined"])] if d.get("undefined") else []
+    for key in ("unscored_reasons", "unscored"):
+        counts = d.get(key)
+        if isinstance(counts, dict) and counts:
+            flat = {k: v for k, v in counts.items() if isinstance(v, (int, float))}
+            for sub in counts.values():  # {"prob": {...}, "correct": {...}}
+                if isinstance(sub, dict):
+                    flat.update({k: v for k, v in sub.items() if isinstance(v, (int, float))})
+            top = sorted(flat.items(), key=lambda kv: -kv[1])[:2]
+            parts.append("unscored: " + "; ".join(f"{k} ({v:g})" for k, v in top))
+            break
+    return " · ".join(parts) or "the metric gave no reason (see metrics.details)"
 
 
 def offline_judges(rc: RunConfig) -> set[str]:
@@ -142,6 +166,13 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         if hidden:
             console.print(f"[dim]{hidden} per-slice rows not shown (runner.summary_slices=true,"
                           " or query the metrics table)[/]")
+    missing = [r for r in rows if r["value"] is None]
+    for r in missing[:8]:
+        console.print(f"[yellow]no value[/] {escape(r['metric'])} \\[{escape(r['slice'])}]: "
+                      f"{escape(why_no_value(r.get('details')))}", soft_wrap=True)
+    if len(missing) > 8:
+        console.print(f"[dim]… and {len(missing) - 8} more metrics with no value (their "
+                      "reason is in metrics.details)[/]")
     for a in result.alerts.to_pylist():
         style = {"error": "bold red", "warning": "yellow"}.get(a["severity"], "cyan")
         console.print(f"[{style}]alert {a['severity']}[/]: {a['message']}")
