@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def connect(runs_dir: str = "runs", run: str | None = None,
-            include_unfinished: bool = False) -> ReadOnlyConnection:
+            include_unfinished: bool = False, *, memory_limit: str | None = None,
+            timeout: float | None = None) -> ReadOnlyConnection:
     """A read-only DuckDB connection with views ``runs``, ``records``, ``judgments``,
     ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir``:
     ``connect("runs").sql("SELECT ...").df()``. It runs one plain read per call, can read
@@ -26,17 +27,22 @@ def connect(runs_dir: str = "runs", run: str | None = None,
     a run directory or ``latest``) makes the views hold that run only. The views hold the
     rows of finished (``ok``) runs only unless ``include_unfinished`` (see docs/runs.md);
     ``runs`` lists every run with its ``status``. A runs directory that does not exist is an
-    error, not empty views. ``runs_dir`` may be a URL (``s3://bucket/prefix``)."""
+    error, not empty views. ``runs_dir`` may be a URL (``s3://bucket/prefix``).
+    ``memory_limit`` (``"2GB"``) and ``timeout`` (seconds) bound each query; the defaults
+    come from ``EVALKIT_QUERY_MEMORY_LIMIT`` and ``EVALKIT_QUERY_TIMEOUT``."""
     from pathlib import Path
 
     from evalkit.errors import QueryError
     from evalkit.results.query import ReadOnlyConnection
     from evalkit.results.query import connect as _connect
+    from evalkit.results.sandbox import Limits
     from evalkit.results.storage import is_remote
 
+    limits = Limits.resolve(memory_limit, timeout, "connect")
     if is_remote(runs_dir):  # object storage (s3://...): see docs/runs.md
         return ReadOnlyConnection(_connect(runs_dir, run=run, lazy=True,
-                                           include_unfinished=include_unfinished))
+                                           include_unfinished=include_unfinished,
+                                           limits=limits))
     if not Path(runs_dir).is_dir():
         raise QueryError(f"connect: no runs directory at '{Path(runs_dir).resolve()}'; run an "
                          "experiment first (evalkit run +experiment=quickstart) or pass the "
@@ -46,7 +52,7 @@ def connect(runs_dir: str = "runs", run: str | None = None,
         from evalkit.commands._runs import find_run
 
         run_dir = find_run(run, Path(runs_dir), "connect", unfinished=include_unfinished)
-    return ReadOnlyConnection(_connect(runs_dir, run=run_dir,
+    return ReadOnlyConnection(_connect(runs_dir, run=run_dir, limits=limits,
                                        include_unfinished=include_unfinished, lazy=True))
 
 

@@ -82,15 +82,20 @@ class Run:
         """``sql`` over this run's views (``records``, ``judgments``, ``metrics``, ``alerts``,
         ``rejects``, ``runs``), with your own data joined in explicitly: each keyword is a
         view name and an Arrow table or pandas DataFrame you read yourself (labels, a
-        reference set). The query reads nothing else."""
+        reference set); a view name is an identifier (letters, digits, ``_``). The query
+        reads nothing else."""
         from evalkit.results.query import ReadOnlyConnection, connect
+        from evalkit.results.sandbox import check_identifier, quote_identifier
 
+        for name in tables:  # before anything is read: a name is an identifier, never SQL
+            check_identifier(name, "query")
         con = connect(self.run_dir.parent.parent, run=self.run_dir)
         for name, data in tables.items():
             # a table of the connection's own database, which the query's cursor sees (a
             # registered view lives in this connection's temporary schema only)
             con.register("_evalkit_user_data", data)
-            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _evalkit_user_data')
+            con.execute(f"CREATE TABLE {quote_identifier(name)} AS "
+                        "SELECT * FROM _evalkit_user_data")
             con.unregister("_evalkit_user_data")
         return ReadOnlyConnection(con).sql(sql).arrow()
 

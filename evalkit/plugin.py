@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from evalkit.context import RunContext
 from evalkit.judges._det import strip_code_fence, verdicts
+from evalkit.results.sandbox import ConfigSql
 from evalkit.results.schemas import JUDGMENTS, METRICS, RAW_LIMIT, RECORDS, conform
 
 if TYPE_CHECKING:
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from evalkit.judges.llm._parse import ParseError, choice, number, parse_json_object, require
 
 __all__ = [
-    "JUDGMENTS", "METRICS", "RECORDS", "AsyncJudge", "Call", "Filter", "ImportedScores",
+    "JUDGMENTS", "METRICS", "RECORDS", "AsyncJudge", "Call", "ConfigSql", "Filter",
+    "ImportedScores",
     "Judge", "JudgeResult", "LlmJudge", "LlmJudgeConfig", "Metric", "ParseError", "Produces",
     "Reject", "RunContext", "Sink", "Source", "SourceItem", "accounting",
     "check_plugin", "choice", "conform", "failed", "number", "parse_json_object",

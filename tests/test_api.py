@@ -65,6 +65,21 @@ def test_a_query_joins_the_users_own_data_explicitly(project: Path,
         run.query("SELECT * FROM read_csv('/etc/passwd')")
 
 
+@pytest.mark.parametrize("name", [
+    'x" AS SELECT 1; COPY (SELECT 1) TO \'pwned.csv\'; CREATE TABLE "y',
+    "a b", "1st", "x;", "", "ünï-code", "a" * 100])
+def test_a_view_name_is_an_identifier_never_sql(project: Path, name: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(project)
+    run = evalkit.open_run("api1")
+    before = sorted(p.name for p in project.iterdir())
+    with pytest.raises(QueryError, match="not a name for a view"):
+        run.query("SELECT 1", **{name: pa.table({"x": [1]})})
+    assert sorted(p.name for p in project.iterdir()) == before
+    assert run.query("SELECT x FROM Mixed_Case_1", Mixed_Case_1=pa.table({"x": [7]})
+                     ).column(0).to_pylist() == [7]
+
+
 def test_pandas_frames_or_the_install_line(project: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(project)

@@ -25,6 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_format_arguments(parser)
     parser.add_argument("--max-rows", type=int, default=50,
                         help="rows shown in table format (default: 50)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="stop a query after this long (default: $EVALKIT_QUERY_TIMEOUT "
+                        "or 300)")
+    parser.add_argument("--memory-limit", default=None, metavar="SIZE",
+                        help="DuckDB's memory limit for the query, e.g. 2GB (default: "
+                        "$EVALKIT_QUERY_MEMORY_LIMIT, or half the memory up to 4GB)")
     parser.add_argument("--all-runs", action="store_true",
                         help="read the tables of unfinished runs too (running, failed, "
                         "interrupted; see the runs table's status)")
@@ -32,13 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evalkit.results.query import connect
+    from evalkit.results.sandbox import Limits
 
+    limits = Limits.resolve(args.memory_limit, args.timeout)
     fmt = chosen_format(args.format, args.out)
     if fmt == "parquet" and not args.out:
         raise QueryError("query: --format parquet needs --out FILE.parquet")
     if is_remote(args.runs_dir):  # object storage: see evalkit/results/storage.py
         con = connect(args.runs_dir, run=args.run, include_unfinished=args.all_runs,
-                      lazy=True, key="--runs-dir")
+                      lazy=True, key="--runs-dir", limits=limits)
         return _answer(con, args, fmt, args.run, shown_url(args.runs_dir))
     runs_dir = Path(args.runs_dir)
     if not runs_dir.is_dir():
@@ -51,7 +59,8 @@ def main(args: argparse.Namespace) -> int:
 
         run = find_run(args.run, runs_dir, "query", unfinished=args.all_runs)
         runs_dir = run.resolve().parent.parent
-    con = connect(runs_dir, run=run, include_unfinished=args.all_runs, lazy=True)
+    con = connect(runs_dir, run=run, include_unfinished=args.all_runs, lazy=True,
+                  limits=limits)
     return _answer(con, args, fmt, run.name if run is not None else None,
                    f"{runs_dir.resolve()}")
 

@@ -1,5 +1,11 @@
 """``sql``: sets aside records matching a DuckDB predicate over the record columns, e.g.
-``where: "latency_s > 30 OR model LIKE '%preview%'"``."""
+``where: "latency_s > 30 OR model LIKE '%preview%'"``.
+
+The predicate is parsed by DuckDB as one expression and handed to DuckDB's relation API,
+never pasted into a statement, and runs in the sandbox every config SQL text runs in
+(:class:`~evalkit.plugin.ConfigSql`: no file access, locked settings, memory and time
+limits). Validating the config (``--cfg job`` included) parses and binds it, and runs
+nothing."""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.plugin import Filter
+from evalkit.errors import QueryError
+from evalkit.plugin import ConfigSql, Filter
 from evalkit.results.schemas import RECORDS
 
 __all__ = ["SqlConfig", "SqlFilter"]
@@ -17,27 +24,21 @@ __all__ = ["SqlConfig", "SqlFilter"]
 
 @dataclass(frozen=True)
 class SqlConfig:
-    where: str = "???"  # DuckDB boolean expression over record columns
+    where: str = "???"  # DuckDB boolean expression over record columns (one expression)
     keep: bool = False  # true: the predicate says which records to KEEP (set aside the rest)
     reason: str | None = None  # the exclude reason; default quotes the predicate
 
     def validate(self) -> None:
-        con = _connect()
+        sql = ConfigSql("where")
         try:
-            con.execute(_query(self.where, self.keep), [""]).fetchall()
-        except Exception as exc:  # duckdb raises one class per kind of SQL error
+            sql.register("records", _with_row(RECORDS.empty_table()))
+            sql.bind("records", *_select(sql, self.where, self.keep, ""))
+        except QueryError as exc:
+            problem = str(exc).partition(": ")[2]
             raise ValueError(f"where: {self.where!r} is not a valid predicate over the "
-                             f"record columns: {str(exc).splitlines()[0]}") from None
+                             f"record columns: {problem}") from None
         finally:
-            con.close()
-
-
-def _connect() -> Any:
-    import duckdb
-
-    con = duckdb.connect()
-    con.register("records", _with_row(RECORDS.empty_table()))
-    return con
+            sql.close()
 
 
 def _with_row(table: pa.Table) -> pa.Table:
@@ -45,11 +46,17 @@ def _with_row(table: pa.Table) -> pa.Table:
     return table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
 
 
-def _query(where: str, keep: bool) -> str:
+def _select(sql: ConfigSql, where: str, keep: bool, reason: str) -> list[Any]:
+    import duckdb
+
+    predicate = sql.expression(where)
     # a null predicate keeps the record in exclude mode and sets it aside in keep mode, so
     # NULL never quietly passes a keep-list
-    hit = f"coalesce(({where}), false)" if not keep else f"NOT coalesce(({where}), false)"
-    return f"SELECT CASE WHEN {hit} THEN ? END AS reason FROM records ORDER BY __row"
+    hit = duckdb.CoalesceOperator(predicate, duckdb.ConstantExpression(False))
+    if keep:
+        hit = ~hit
+    return [duckdb.CaseExpression(hit, duckdb.ConstantExpression(reason)).alias("reason"),
+            duckdb.ColumnExpression("__row")]
 
 
 class SqlFilter(Filter):
@@ -62,18 +69,18 @@ class SqlFilter(Filter):
         self.config = config
         verb = "does not match" if config.keep else "matches"
         self.reason = config.reason or f"{verb} {config.where}"
-        self.con = None
+        self.what = f"filters.{name}.where"
+        self.sql: ConfigSql | None = None
 
     def mark(self, batch: pa.RecordBatch) -> pa.Array:
         """``reason`` for each record the predicate sets aside, null for the rest."""
-        if self.con is None:
-            import duckdb
-
-            self.con = duckdb.connect()
-        self.con.register("records", _with_row(pa.Table.from_batches([batch])))
+        if self.sql is None:
+            self.sql = ConfigSql(self.what)
+        self.sql.register("records", _with_row(pa.Table.from_batches([batch])))
         try:
-            out = self.con.execute(_query(self.config.where, self.config.keep),
-                                   [self.reason]).to_arrow_table().column("reason")
+            out = self.sql.project(
+                "records", *_select(self.sql, self.config.where, self.config.keep, self.reason),
+                order_by="__row").column("reason")
         finally:
-            self.con.unregister("records")
+            self.sql.unregister("records")
         return pc.cast(out.combine_chunks(), pa.string())

@@ -5,7 +5,14 @@ parameters, so "I've booked your flight" with no booking in the bookings table i
 The query's first column of its first row is the verdict: true / non-zero passes, false / 0
 or no row at all fails; NULL or an SQL error makes the judgment an error, never a verdict.
 Parameters are written ``$name`` (both engines accept it): any scalar record column
-(``$record_id``, ``$output``, ``$session_id`` ...) or a name defined in ``params``."""
+(``$record_id``, ``$output``, ``$session_id`` ...) or a name defined in ``params``.
+
+The query is one read-only ``SELECT``, by each engine's own rules: for DuckDB, the sandbox of
+every config SQL text (:class:`~evalkit.plugin.ConfigSql`: checked by DuckDB's parser when the
+config loads, the database opened read-only with no other file reachable, locked settings,
+memory and time limits); for SQLite, a read-only connection whose authorizer allows reading
+and nothing else (no ``ATTACH``, ``PRAGMA`` or write), one statement, and a time limit. A
+query refused is a config error naming the key, never a judgment."""
 
 from __future__ import annotations
 
@@ -18,9 +25,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, QueryError
 from evalkit.paths import value_at
-from evalkit.plugin import Judge
+from evalkit.plugin import ConfigSql, Judge
 from evalkit.results.schemas import RECORDS
 
 __all__ = ["ENGINES", "detect_engine", "StateCheckConfig", "StateCheckJudge"]
@@ -49,6 +56,24 @@ class StateCheckConfig:
         if unknown:
             raise ValueError(f"query: ${unknown[0]} is neither a record column nor defined in "
                              f"params (params.{unknown[0]}: metadata.<path>)")
+        if _engine_of(self) == "duckdb":  # (SQLite's dialect is checked by SQLite, when it runs)
+            sql = ConfigSql("query")
+            try:
+                sql.check(self.query)  # parsed, never run
+            except QueryError as exc:
+                raise ValueError(str(exc)) from None
+            finally:
+                sql.close()
+
+
+def _engine_of(config: StateCheckConfig) -> str | None:
+    """The engine ``config`` names, or the one its database file says; None when unknown."""
+    if config.engine != "auto":
+        return config.engine
+    try:
+        return detect_engine(Path(config.database).expanduser())
+    except (OSError, ConfigError):
+        return None  # (the judge reports a missing or unknown file with its key)
 
 
 def detect_engine(path: Path) -> str:
@@ -82,15 +107,15 @@ class StateCheckJudge(Judge):
 
     def _connect(self) -> Any:
         if self._con is None:
+            what = f"judges.{self.name}.query"
             if self.engine == "duckdb":
-                import duckdb
-
-                self._con = duckdb.connect(str(self.path), read_only=True)
+                try:
+                    self._con = ConfigSql(what, database=str(self.path))
+                    self._con.check(self.config.query)
+                except QueryError as exc:
+                    raise ConfigError(str(exc)) from None
             else:
-                import sqlite3
-
-                self._con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro",
-                                            uri=True)
+                self._con = _SqliteReader(self.path, what)
         return self._con
 
     def _params(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -107,10 +132,15 @@ class StateCheckJudge(Judge):
     def _check(self, params: dict[str, Any]) -> dict[str, Any]:
         con = self._connect()
         try:
-            result = con.execute(self.config.query, params).fetchone()
+            if isinstance(con, ConfigSql):
+                result = con.sql(self.config.query, params).fetchone()
+            else:
+                result = con.execute(self.config.query, params)
+        except ConfigError:
+            raise
         except Exception as exc:  # an SQL error is this record's error, not the run's
-            return {"status": "error", "error": f"{type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0]}"}
+            name = "" if isinstance(exc, QueryError) else f"{type(exc).__name__}: "
+            return {"status": "error", "error": f"{name}{str(exc).splitlines()[0]}"}
         if result is None:
             return {"status": "ok", "value": 0.0, "passed": False, "label": "state_missing",
                     "explanation": "the assertion returned no row"}
@@ -135,3 +165,54 @@ class StateCheckJudge(Judge):
         if self._con is not None:
             self._con.close()
             self._con = None
+
+
+class _SqliteReader:
+    """A SQLite database read through one read-only ``SELECT`` at a time: opened read-only,
+    and SQLite's authorizer refuses anything but reading (``ATTACH``, ``PRAGMA``, writes,
+    ``load_extension``) while the statement is prepared; a time limit interrupts it."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        import sqlite3
+
+        from evalkit.results.sandbox import Limits
+
+        self.what = what
+        self.limits = Limits.resolve(what=what)
+        self.con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                   check_same_thread=False)
+        self.con.set_authorizer(_authorize)
+        self.refused: str | None = None
+
+    def execute(self, sql: str, params: dict[str, Any]) -> tuple | None:
+        import sqlite3
+        import time
+
+        deadline = time.monotonic() + self.limits.timeout_s
+        self.con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        try:
+            return self.con.execute(sql, params).fetchone()
+        except sqlite3.DatabaseError as exc:
+            if "not authorized" in str(exc) or "prohibited" in str(exc):
+                raise ConfigError(f"{self.what}: refused: only one read-only SELECT is "
+                                  f"allowed here (SQLite: {str(exc).splitlines()[0]})") from None
+            if "interrupted" in str(exc):
+                raise QueryError(f"{self.what}: stopped after {self.limits.timeout_s:g} s, "
+                                 "the query time limit (EVALKIT_QUERY_TIMEOUT)") from None
+            raise
+        except sqlite3.ProgrammingError as exc:  # several statements
+            raise ConfigError(f"{self.what}: refused: give exactly one SQL statement "
+                              f"(SQLite: {str(exc).splitlines()[0]})") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _authorize(action: int, arg1: object, arg2: object, db: object, trigger: object) -> int:
+    import sqlite3
+
+    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() != "load_extension":
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY

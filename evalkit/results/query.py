@@ -2,6 +2,9 @@
 
 The guarantee rests on DuckDB, not on the statement's text:
 
+The sandbox itself (settings, parser check, limits) is :mod:`evalkit.results.sandbox`,
+shared with every SQL text from a config; this module adds the runs' views:
+
 - DuckDB's settings (:func:`connect`): no file access outside the runs directory
   (``enable_external_access`` off, ``allowed_directories`` = the runs directory), no
   extension installed or loaded, no persistent secrets read, no temporary files spilled
@@ -28,6 +31,15 @@ from typing import TYPE_CHECKING, Any
 from evalkit.errors import QueryError
 from evalkit.results.columns import empty_select_sql, sql_literal
 from evalkit.results.runs import FINISHED, TABLE_FILES, list_runs, table_files
+from evalkit.results.sandbox import (
+    READ_TABLE_FUNCTIONS,
+    Limits,
+    QueryResult,
+    check_read_only,
+    query_error,
+    sandboxed_connection,
+    time_limit,
+)
 from evalkit.results.storage import is_remote
 
 if TYPE_CHECKING:
@@ -64,8 +76,8 @@ RUNS_COLUMNS = {
 
 def connect(runs_dir: str | os.PathLike[str] = "runs",
             run: str | os.PathLike[str] | RemoteRun | None = None,
-            include_unfinished: bool = False, lazy: bool = False, key: str = "runs_dir"
-            ) -> duckdb.DuckDBPyConnection:
+            include_unfinished: bool = False, lazy: bool = False, key: str = "runs_dir",
+            limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with views ``runs``, ``records``, ``judgments``,
     ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir`` (or over
     ``run`` only, a run directory under it), and ``latest``: the ``runs`` row of the run
@@ -86,22 +98,20 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
 
     ``runs_dir`` may be a URL (``s3://bucket/prefix?...``, see
     :mod:`evalkit.results.storage`; ``run`` is then a run id, ``latest`` or a
-    :class:`~evalkit.results.storage.RemoteRun`); ``key`` names it in errors."""
-    import duckdb
+    :class:`~evalkit.results.storage.RemoteRun`); ``key`` names it in errors.
 
+    ``limits``: the memory and time a query may take (see :mod:`evalkit.results.sandbox`;
+    default from the environment)."""
+    limits = limits or Limits.resolve()
     if is_remote(runs_dir):
-        return _connect_remote(str(runs_dir), run, include_unfinished, lazy, key)
+        return _connect_remote(str(runs_dir), run, include_unfinished, lazy, key, limits)
     root = Path(runs_dir).resolve()
     listed_runs = list_runs(root)
     if run is not None:
         one = root / Path(run).resolve().relative_to(root)
         listed_runs = [(d, status) for d, status in listed_runs if d == one]
-    con = duckdb.connect(config=dict(_SETTINGS))
-    # no Python parameter in the query layer's own statements: binding one makes DuckDB
-    # import pandas (and numpy, pyarrow) when installed, most of a query's start-up
-    con.execute(f"SET allowed_directories = [{sql_literal(str(root) + os.sep)}]")
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
+    con = sandboxed_connection(allowed_directories=[str(root) + os.sep], limits=limits)
+    _LIMITS[con] = limits
     every = [d for d, _ in listed_runs]
     shown = [d for d, status in listed_runs if include_unfinished or status == FINISHED]
     if lazy:
@@ -193,14 +203,13 @@ _REMOTE_OBJECTS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKe
 
 
 def _connect_remote(url: str, run: object, include_unfinished: bool, lazy: bool,
-                    key: str) -> duckdb.DuckDBPyConnection:
+                    key: str, limits: Limits) -> duckdb.DuckDBPyConnection:
     """:func:`connect` over a runs directory on object storage. DuckDB scans pyarrow datasets
     over the runs' Parquet objects (columns and filters pushed down: only what a query
     needs is fetched), registered before the configuration is locked; file access is off
     altogether, so a query reads these views and nothing else, and cannot write."""
     import json
 
-    import duckdb
     import pyarrow as pa
 
     from evalkit.results.storage import RemoteRun, open_runs_dir
@@ -211,15 +220,13 @@ def _connect_remote(url: str, run: object, include_unfinished: bool, lazy: bool,
         chosen = run if isinstance(run, RemoteRun) else remote.find(
             listed, str(run), "query", unfinished=include_unfinished)
         listed = [r for r in listed if r.path == chosen.path]
-    con = duckdb.connect(config=dict(_SETTINGS))
-    _REMOTE_OBJECTS[con] = objects = {}
+    objects: dict[str, Any] = {}
     shown = [r for r in listed if include_unfinished or r.status == FINISHED]
     if listed:
         # the manifests' flat part, typed as read_json types it for a local runs directory
-        objects["_evalkit_manifests"] = manifests = pa.table({
+        objects["_evalkit_manifests"] = pa.table({
             "manifest": [json.dumps(r.manifest, default=str) for r in listed],
             "status": [r.status for r in listed]})
-        con.register("_evalkit_manifests", manifests)
         structure = json.dumps(RUNS_COLUMNS)
         cols = ", ".join("status AS status" if k == "status" else f'm."{k}" AS "{k}"'
                          for k in RUNS_COLUMNS)
@@ -229,11 +236,18 @@ def _connect_remote(url: str, run: object, include_unfinished: bool, lazy: bool,
         sql = "SELECT " + ", ".join(
             f'CAST(NULL AS {t}) AS "{k}"' for k, t in RUNS_COLUMNS.items()
         ) + " WHERE false"
-    con.execute(f"CREATE VIEW runs AS {sql}")
-    con.execute("CREATE VIEW latest AS SELECT * FROM runs WHERE status = 'ok' "
-                "ORDER BY finished_at DESC, run_id DESC LIMIT 1")
-    con.execute("SET enable_external_access = false")  # (no directory is allowed at all)
-    con.execute("SET lock_configuration = true")
+
+    def prepare(con: duckdb.DuckDBPyConnection) -> None:
+        for name, obj in objects.items():
+            con.register(name, obj)
+        con.execute(f"CREATE VIEW runs AS {sql}")
+        con.execute("CREATE VIEW latest AS SELECT * FROM runs WHERE status = 'ok' "
+                    "ORDER BY finished_at DESC, run_id DESC LIMIT 1")
+
+    # (no directory is allowed at all)
+    con = sandboxed_connection(limits=limits, prepare=prepare)
+    _REMOTE_OBJECTS[con] = objects
+    _LIMITS[con] = limits
     if lazy:  # (a dataset reads the footer of every object in it when it is made)
         _PENDING[con] = {name: (shown, remote) for name in TABLE_FILES}
     else:
@@ -270,88 +284,6 @@ def _create_view(con: duckdb.DuckDBPyConnection, name: str, sql: str, root: Path
         raise QueryError(f"query: {name}: {str(exc).splitlines()[0]}") from None
 
 
-# set when the connection is made, before the configuration is locked
-_SETTINGS = {
-    "autoinstall_known_extensions": False,  # no extension is downloaded ...
-    "autoload_known_extensions": False,  # ... nor loaded because a query names it
-    "allow_community_extensions": False,
-    "allow_persistent_secrets": False,  # ~/.duckdb/stored_secrets is never read
-    "temp_directory": "",  # nothing spills to disk (a large query fails instead)
-    "python_enable_replacements": False,  # FROM name never reads a Python variable
-}
-
-READ_TABLE_FUNCTIONS = frozenset({
-    # files (inside the runs directory: the settings refuse any other path)
-    "read_parquet", "parquet_scan", "parquet_metadata", "parquet_schema",
-    "parquet_file_metadata", "parquet_kv_metadata", "parquet_full_metadata",
-    "parquet_bloom_probe", "read_csv", "read_csv_auto", "sniff_csv", "read_json",
-    "read_json_auto", "read_json_objects", "read_json_objects_auto", "read_ndjson",
-    "read_ndjson_auto", "read_ndjson_objects", "read_text", "read_blob", "glob",
-    # values
-    "range", "generate_series", "unnest", "json_each", "json_tree", "repeat", "repeat_row",
-    "summary", "histogram", "histogram_values", "icu_calendar_names", "pg_timezone_names",
-    # the catalog, read-only (SUMMARIZE, DESCRIBE and SHOW read through these)
-    "duckdb_columns", "duckdb_tables", "duckdb_views", "duckdb_schemas", "duckdb_databases",
-    "duckdb_constraints", "duckdb_functions", "duckdb_types", "duckdb_keywords",
-    "duckdb_settings", "pragma_table_info", "pragma_show", "pragma_version",
-    "pragma_collations", "pragma_platform",
-})
-"""The table functions a query may call: each only reads. Every other one is refused, among
-them those that run SQL given as text (``query``, ``query_table``,
-``json_execute_serialized_sql``), change state (``checkpoint``, ``enable_logging``,
-``enable_profiling``, ``truncate_duckdb_logs``) or read memory (``arrow_scan``)."""
-
-
-def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
-    """Raise :class:`QueryError` (one line) unless ``sql`` is exactly one statement that
-    DuckDB's parser types ``SELECT`` and whose parse tree calls no table function outside
-    :data:`READ_TABLE_FUNCTIONS`. Returns the parse tree (``json_serialize_sql``)."""
-    import json
-
-    import duckdb
-
-    try:
-        statements = con.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryError(f"query: {str(exc).splitlines()[0]}") from None
-    if len(statements) != 1:
-        raise QueryError(f"query: refused: give exactly one SQL statement, got "
-                         f"{len(statements)} (PIVOT runs a hidden CREATE TYPE first)")
-    kind = statements[0].type.name
-    if kind != "SELECT":
-        hint = (" (EXPLAIN ANALYZE runs the statement it explains)" if kind == "EXPLAIN"
-                else "; use --format/--out to save a result")
-        raise QueryError(f"query: refused: only SELECT queries are allowed here, not "
-                         f"{kind}{hint}")
-    if "\x00" in sql:  # (DuckDB's parser ends a statement there; a SQL literal cannot hold it)
-        raise QueryError("query: refused: the query contains a NUL character")
-    (tree,) = con.execute(f"SELECT json_serialize_sql({sql_literal(sql)})").fetchone()
-    parsed = json.loads(tree)
-    if parsed.get("error"):
-        raise QueryError(f"query: refused: {parsed.get('error_message', 'not a SELECT')}")
-    for name in sorted(_table_functions(parsed)):
-        if name.lower() not in READ_TABLE_FUNCTIONS:
-            raise QueryError(f"query: refused: table function {name}() is not allowed here "
-                             "(a query may only read the runs' tables and files)")
-    return parsed
-
-
-def _table_functions(node: object) -> set[str]:
-    """The name of every table function anywhere in a parse tree from json_serialize_sql."""
-    found: set[str] = set()
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if item.get("type") == "TABLE_FUNCTION":
-                function = item.get("function") or {}
-                found.add(str(function.get("function_name", "?")))
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
-
-
 def run_query(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
               arrow: bool = False, params: object = None):
     """Run ``sql``, which must pass :func:`check_read_only`. Returns ``(columns, rows)``, or
@@ -371,6 +303,10 @@ def _remake_changed_views(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(changed)
 
 
+# each connection's limits (memory is DuckDB's setting; time is enforced per query)
+_LIMITS: weakref.WeakKeyDictionary[Any, Limits] = weakref.WeakKeyDictionary()
+
+
 def _execute(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
              params: object) -> QueryResult:
     import duckdb
@@ -378,83 +314,41 @@ def _execute(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
     if isinstance(con, ReadOnlyConnection):
         con = con._con
     _make_pending_views(con, check_read_only(con, sql))
-    cursor = con.cursor()
-    for name, obj in _REMOTE_OBJECTS.get(con, {}).items():
-        cursor.register(name, obj)
+    limits = _LIMITS.get(con) or Limits.resolve()
+    cursors: list[duckdb.DuckDBPyConnection] = []
     try:
-        try:
-            cursor.execute(sql, params)
-        except duckdb.CatalogException:
-            if not _PENDING.get(con):
-                raise
-            # a name the parse tree did not show (a view read by other means): make them all
-            for name, where in sorted(_PENDING.pop(con).items()):
-                _create_table_view(con, name, *where)
+        with time_limit(limits) as watch:
+            cursor = watch(con.cursor())
+            cursors.append(cursor)
             for name, obj in _REMOTE_OBJECTS.get(con, {}).items():
                 cursor.register(name, obj)
-            cursor.execute(sql, params)
-        except (duckdb.IOException, duckdb.InvalidInputException, duckdb.InternalException):
-            # a run's files changed since the views listed them (evalkit compact swapped its
-            # judgment parts for one file): list them again and run the query once more
-            if not _remake_changed_views(con):
-                raise
-            cursor.close()
-            cursor = con.cursor()
-            cursor.execute(sql, params)
-    except duckdb.PermissionException as exc:
-        cursor.close()
-        raise QueryError(
-            "query: refused, a query may read only the runs directory "
-            f"({str(exc).splitlines()[0]})"
-        ) from None
+            try:
+                cursor.execute(sql, params)
+            except duckdb.CatalogException:
+                if not _PENDING.get(con):
+                    raise
+                # a name the parse tree did not show (a view read by other means): make them
+                # all
+                for name, where in sorted(_PENDING.pop(con).items()):
+                    _create_table_view(con, name, *where)
+                for name, obj in _REMOTE_OBJECTS.get(con, {}).items():
+                    cursor.register(name, obj)
+                cursor.execute(sql, params)
+            except (duckdb.IOException, duckdb.InvalidInputException,
+                    duckdb.InternalException):
+                # a run's files changed since the views listed them (evalkit compact swapped
+                # its judgment parts for one file): list them again and run the query again
+                if not _remake_changed_views(con):
+                    raise
+                cursor.close()
+                cursor = watch(con.cursor())
+                cursors.append(cursor)
+                cursor.execute(sql, params)
     except duckdb.Error as exc:
-        cursor.close()
-        raise QueryError(f"query: {str(exc).splitlines()[0]}") from None
+        for each in cursors:
+            each.close()
+        raise query_error(exc, limits) from None
     return QueryResult(cursor)
-
-
-class QueryResult:
-    """The rows of one read-only query: fetch them as Python rows, pandas, Arrow or polars.
-    It holds no way to run another statement."""
-
-    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
-        self._cursor = cursor
-
-    @property
-    def columns(self) -> list[str]:
-        return [d[0] for d in self._cursor.description or []]
-
-    @property
-    def description(self) -> list[tuple]:
-        return self._cursor.description
-
-    def fetchone(self) -> tuple | None:
-        return self._cursor.fetchone()
-
-    def fetchmany(self, size: int = 1) -> list[tuple]:
-        return self._cursor.fetchmany(size)
-
-    def fetchall(self) -> list[tuple]:
-        return self._cursor.fetchall()
-
-    def df(self):
-        """The rows as a pandas DataFrame (pandas must be installed)."""
-        return self._cursor.fetchdf()
-
-    fetchdf = df
-
-    def arrow(self):
-        """The rows as a pyarrow Table."""
-        return self._cursor.to_arrow_table()
-
-    to_arrow_table = fetch_arrow_table = arrow
-
-    def pl(self):
-        """The rows as a polars DataFrame (polars must be installed)."""
-        return self._cursor.pl()
-
-    def fetchnumpy(self) -> dict:
-        return self._cursor.fetchnumpy()
 
 
 class ReadOnlyConnection:
