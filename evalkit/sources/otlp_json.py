@@ -11,6 +11,18 @@ id, and the prompt and completion from ``gen_ai.input.messages`` / ``gen_ai.outp
 (on the span or on its ``gen_ai.client.inference.operation.details`` event) or the older
 ``gen_ai.prompt`` / ``gen_ai.completion`` attributes and events.
 
+OpenInference spans (``openinference.span.kind``: what Arize's instrumentations, among them
+the OpenAI Agents SDK's, write) are read too: an ``LLM`` or ``EMBEDDING`` span is a model
+call, with ``llm.model_name``, ``llm.token_count.*`` and its messages from the flattened
+``llm.input_messages.<i>.message.*`` / ``llm.output_messages.<i>.message.*`` (else
+``input.value`` / ``output.value``); ``TOOL`` spans are tool calls, ``AGENT`` and ``CHAIN``
+spans agents.
+
+Judges read text: a chat-shaped input or output (a list of messages) becomes the last user
+message's text (``input``) and the assistant's text (``output``); the lists are kept in
+``metadata.input_messages`` / ``metadata.output_messages``. ``content: raw`` keeps the JSON of
+the lists as input and output instead.
+
 Every other span (tool, agent, hook spans) is a record too, set aside by the source itself
 (``excluded_by='non_genai_span'``): it is counted by ``span_breakdown`` and, for
 ``execute_tool`` spans, by ``tool_correctness``, and never judged.
@@ -27,6 +39,7 @@ import orjson
 
 from evalkit.plugin import Reject, Source, SourceItem
 from evalkit.results.schemas import json_text, record_batches
+from evalkit.sources._chat import assistant_text, last_user_text, messages_of
 from evalkit.sources._json_lines import MAX_LINE_BYTES, json_lines
 
 __all__ = [
@@ -40,6 +53,12 @@ EXCLUDED_BY = "non_genai_span"
 _CONTENT = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
             "gen_ai.prompt", "gen_ai.completion")
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+CONTENT = ("text", "raw")
+# OpenInference: the span kinds that are model calls, and what the others are
+_OI_KIND = "openinference.span.kind"
+_OI_TYPES = {"LLM": "llm", "EMBEDDING": "llm", "TOOL": "tool", "AGENT": "agent",
+             "CHAIN": "agent"}
+_OI_CONTENT = ("llm.input_messages.", "llm.output_messages.", "input.value", "output.value")
 
 
 @dataclass(frozen=True)
@@ -49,10 +68,15 @@ class OtlpJsonConfig:
     # with excluded_by='non_genai_span' (for span_breakdown and tool_correctness); false: only
     # count them in the manifest
     keep_other_spans: bool = True
+    # text: a chat-shaped input or output is the last user message's text and the assistant's
+    # text (the message lists in metadata); raw: the JSON of the message lists
+    content: str = "text"
     max_line_bytes: int = MAX_LINE_BYTES  # a longer line is a reject, skipped unread
     batch_size: int = 5_000  # records per batch
 
     def validate(self) -> None:
+        if self.content not in CONTENT:
+            raise ValueError(f"content: {self.content!r} is not one of {', '.join(CONTENT)}")
         if self.max_line_bytes < 1:
             raise ValueError(f"max_line_bytes: must be positive, got {self.max_line_bytes}")
         if self.batch_size < 1:
@@ -115,6 +139,8 @@ def _status_code(status: Any) -> int:
 
 def is_genai_call(attrs: dict[str, Any]) -> bool:
     """Whether a span's attributes describe a model call."""
+    if _OI_KIND in attrs:
+        return _OI_TYPES.get(str(attrs[_OI_KIND]).upper()) == "llm"
     op = attrs.get("gen_ai.operation.name")
     if op is not None:
         return op in GENAI_OPERATIONS
@@ -126,6 +152,8 @@ def span_type(name: str, attrs: dict[str, Any]) -> str:
     op = attrs.get("gen_ai.operation.name")
     if is_genai_call(attrs):
         return "llm"
+    if _OI_KIND in attrs:
+        return _OI_TYPES.get(str(attrs[_OI_KIND]).upper(), "other")
     if op == "execute_tool" or "gen_ai.tool.name" in attrs:
         return "tool"
     if op in ("invoke_agent", "create_agent"):
@@ -141,8 +169,43 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json_text(value)
 
 
+def _oi_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]] | None:
+    """OpenInference's flattened ``<prefix>.<i>.message.<key>`` attributes as a message list
+    (``contents.<j>.message_content.*`` as content parts, ``tool_calls.<j>.tool_call.*`` as
+    tool calls)."""
+    found: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        index, _, tail = key[len(prefix):].partition(".message.")
+        if not index.isdigit():
+            continue
+        message = found.setdefault(int(index), {})
+        head, _, rest = tail.partition(".")
+        if head in ("contents", "tool_calls") and rest:
+            j, _, field = rest.partition(".")
+            if j.isdigit():
+                item = message.setdefault(head, {}).setdefault(int(j), {})
+                item[field.split(".", 1)[-1]] = value
+        else:
+            message[tail] = value
+    out = []
+    for _, message in sorted(found.items()):
+        for head in ("contents", "tool_calls"):
+            if isinstance(message.get(head), dict):
+                message[head] = [v for _, v in sorted(message[head].items())]
+        if "contents" in message and "content" not in message:
+            message["content"] = message.pop("contents")
+        out.append(message)
+    return out or None
+
+
 def _content(attrs: dict[str, Any], events: list[dict[str, Any]]) -> tuple[Any, Any, Any]:
     """(input, output, system instructions) from the span's attributes, else its events."""
+    if _OI_KIND in attrs:
+        return (_oi_messages(attrs, "llm.input_messages.") or attrs.get("input.value"),
+                _oi_messages(attrs, "llm.output_messages.") or attrs.get("output.value"),
+                None)
     found = {k: attrs.get(k) for k in _CONTENT}
     for event in events:
         name = event.get("name")
@@ -178,12 +241,26 @@ def _tool_results(prompt: Any) -> list[str]:
             for part in message.get("parts") or []:
                 if isinstance(part, dict) and part.get("type") == "tool_call_response":
                     out.append(_text(part.get("response")) or "")
+            if isinstance(message.get("content"), str):  # OpenAI and OpenInference messages
+                out.append(message["content"])
     return out
 
 
+def _as_text(value: Any, side: str, content: str, meta: dict[str, Any]) -> str | None:
+    """A span's input or output as the text a judge reads: a message list's last user
+    message (``side='input'``) or assistant text (``'output'``), the list kept in
+    ``meta[side + '_messages']``; anything else (or ``content='raw'``) as text."""
+    messages = messages_of(value)
+    if messages is None or content == "raw":
+        return _text(value)
+    meta[f"{side}_messages"] = messages
+    return last_user_text(messages) if side == "input" else assistant_text(messages)
+
+
 def span_record(span: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any],
-                source: str, where: str) -> dict[str, Any]:
-    """The record of one span (GenAI or not; the caller sets non-GenAI ones aside)."""
+                source: str, where: str, content: str = "text") -> dict[str, Any]:
+    """The record of one span (GenAI or not; the caller sets non-GenAI ones aside);
+    ``content``: ``text`` or ``raw`` (see the module docstring)."""
     attrs = attributes(span.get("attributes"))
     name = str(span.get("name") or "")
     events = [e for e in span.get("events") or [] if isinstance(e, dict)]
@@ -209,27 +286,36 @@ def span_record(span: dict[str, Any], resource: dict[str, Any], scope: dict[str,
         "service": resource.get("service.name"),
         "scope": scope.get("name"),
         "file": where,
-        "attributes": {k: v for k, v in attrs.items() if k not in _CONTENT},
+        "attributes": {k: v for k, v in attrs.items()
+                       if k not in _CONTENT and not k.startswith(_OI_CONTENT)},
     }
     if system is not None:
         meta["system_instructions"] = _text(system)
     if kind == "tool":
         meta["tool_calls"] = [{"id": attrs.get("gen_ai.tool.call.id"),
-                               "name": attrs.get("gen_ai.tool.name") or name, "ok": code != 2,
+                               "name": attrs.get("gen_ai.tool.name") or attrs.get("tool.name")
+                               or name, "ok": code != 2,
                                **({"error": message} if code == 2 else {})}]
     meta = {k: v for k, v in meta.items() if v is not None}
+    if _OI_KIND in attrs:
+        meta["provider"] = attrs.get("llm.provider", attrs.get("llm.system"))
+    text_in = _as_text(prompt, "input", content, meta)
+    text_out = _as_text(completion, "output", content, meta)
     session = attrs.get("gen_ai.conversation.id", attrs.get("session.id"))
     return {
         "record_id": f"{trace_id}:{span_id}", "source": source, "trace_id": trace_id,
         "observation_id": span_id, "session_id": _text(session),
         "timestamp": datetime.fromtimestamp(start / 1e9, timezone.utc) if start else None,
-        "model": _text(attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")),
+        "model": _text(attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
+                       or attrs.get("llm.model_name")),
         "level": level, "status_message": _text(message),
-        "input": _text(prompt), "output": _text(completion),
+        "input": text_in, "output": text_out,
         "context": _tool_results(prompt),
         "latency_s": (end - start) / 1e9 if start is not None and end is not None else None,
-        "input_tokens": _count(attrs.get("gen_ai.usage.input_tokens")),
-        "output_tokens": _count(attrs.get("gen_ai.usage.output_tokens")),
+        "input_tokens": _count(attrs.get("gen_ai.usage.input_tokens",
+                                         attrs.get("llm.token_count.prompt"))),
+        "output_tokens": _count(attrs.get("gen_ai.usage.output_tokens",
+                                          attrs.get("llm.token_count.completion"))),
         "metadata": meta,
     }
 
@@ -289,7 +375,8 @@ class OtlpJsonSource(Source):
                         yield Reject(where, "a span without traceId or spanId",
                                         json_text(span))
                         continue
-                    record = span_record(span, resource, scope, self.name, where)
+                    record = span_record(span, resource, scope, self.name, where,
+                                         self.config.content)
                     if record["record_id"] in seen:
                         yield Reject(where, f"duplicate span "
                                         f"{record['record_id']} (already read)",

@@ -100,7 +100,10 @@ def test_one_record_per_genai_span_with_ids_level_latency_and_content(ctx, tmp_p
         "DEFAULT", "gpt-4o-mini-2024-07-18", "conv-1")
     assert chat["latency_s"] == pytest.approx(1.25)
     assert (chat["input_tokens"], chat["output_tokens"]) == (412, 38)
-    assert chat["input"] == IN and chat["output"] == OUT
+    # judges read text: the last user message and the assistant's text; the lists beside
+    assert chat["input"] == "Is SK1432 on time?" and chat["output"] == "Delayed."
+    assert chat["metadata"]["input_messages"] == json.loads(IN)
+    assert chat["metadata"]["output_messages"] == json.loads(OUT)
     assert chat["context"] == ["delayed to 09:25"]  # the tool results the model was given
     assert chat["metadata"]["response_id"] == "chatcmpl-9"
     assert chat["metadata"]["finish_reasons"] == ["stop"]
@@ -129,7 +132,9 @@ def test_content_from_inference_details_events_and_older_conventions(ctx, tmp_pa
         span("2" * 16, "chat", {"gen_ai.system": "openai", "gen_ai.request.model": "m"},
              events=old)) + "\n").encode()))
     first, second = rows(ctx, path)
-    assert (first["input"], first["output"]) == (IN, OUT)
+    assert (first["input"], first["output"]) == ("Is SK1432 on time?", "Delayed.")
+    raw = rows(ctx, path, content="raw")[0]  # the config asks for the JSON of the lists
+    assert (raw["input"], raw["output"]) == (IN, OUT)
     assert (second["input"], second["output"]) == ("Hi?", "Hey")
     assert second["metadata"]["provider"] == "openai"
 
@@ -176,3 +181,35 @@ def test_error_spans_are_caught_by_pipeline_failure_and_tool_spans_counted(tmp_p
     judged = pq.read_table(result.run_dir / "judgments").to_pylist()
     assert {j["status"] for j in judged if j["record_id"] in
             {r["record_id"] for r in records if r["excluded_by"]}} == {"skipped"}
+
+
+def test_a_real_openai_agents_sdk_trace_matches_its_hand_count(ctx):
+    """OpenInference spans of an OpenAI Agents SDK run (tests/sources/corpus, licence in its
+    LICENSES.md): model calls judged on text, agents and tools set aside, as counted by hand
+    in corpus/expectations.yaml."""
+    import yaml
+
+    corpus = Path(__file__).resolve().parent / "corpus"
+    name = "otlp/openai-agents-2025-09-30.otlp.jsonl"
+    spec = yaml.safe_load((corpus / "expectations.yaml").read_text())[name]
+    src = OtlpJsonSource("otlp_json", OtlpJsonConfig(path=str(corpus / name)), ctx)
+    got = {r["record_id"]: r for r in read_all(src).to_pylist()}
+    assert src.counts == spec["counts"] and not ctx.rejects
+    assert list(got) == [r["id"] for r in spec["records"]]
+    for want in spec["records"]:
+        row = got[want["id"]]
+        meta = json.loads(row["metadata"])
+        assert meta["span"]["type"] == want["type"]
+        assert row["latency_s"] == pytest.approx(want["latency"], abs=1e-3)
+        if want["type"] != "llm":
+            assert row["excluded_by"] == "non_genai_span"
+            if "tool" in want:
+                assert [c["name"] for c in meta["tool_calls"]] == [want["tool"]]
+            continue
+        assert row["excluded_by"] is None and row["input"] == want["input"]
+        assert (row["output"] is None) if want["output"] is None else \
+            row["output"].startswith(want["output"])
+        assert (row["input_tokens"], row["output_tokens"]) == (want["in"], want["out"])
+        assert len(row["context"]) == want["context"]
+        assert len(meta["input_messages"]) == want["input_messages"]
+        assert not row["input"].startswith("[")  # text, never the JSON of a message list

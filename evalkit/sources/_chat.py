@@ -1,0 +1,73 @@
+"""Chat-shaped values as the text a judge reads: a list of messages (OpenAI chat messages,
+OpenTelemetry GenAI ``gen_ai.input.messages`` / ``gen_ai.output.messages``, OpenInference
+``llm.input_messages``) gives the last user message as the input and the assistant's text as
+the output; the sources keep the whole list beside it, in metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+__all__ = ["assistant_text", "last_user_text", "messages_of", "message_text"]
+
+_ASSISTANT = ("assistant", "model", "ai")
+
+
+def messages_of(value: Any) -> list[dict[str, Any]] | None:
+    """``value`` as a list of messages (objects with a ``role``; JSON text is parsed), else
+    None: a value that is not chat-shaped stays as it is."""
+    if isinstance(value, str):
+        stripped = value.lstrip()
+        if not stripped.startswith("["):
+            return None
+        try:
+            value = orjson.loads(stripped)
+        except orjson.JSONDecodeError:
+            return None
+    if isinstance(value, list) and value and \
+            all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value):
+        return value
+    return None
+
+
+def _part_text(part: Any) -> str | None:
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind in (None, "text", "input_text", "output_text"):
+        for key in ("text", "content"):  # OpenAI parts say text; GenAI parts say content
+            if isinstance(part.get(key), str):
+                return part[key]
+    return None
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of one message: its ``content`` (a string or text parts) or GenAI ``parts``;
+    tool calls and other parts are left out."""
+    texts: list[str] = []
+    for key in ("content", "parts"):
+        value = message.get(key)
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, list):
+            texts += [t for t in map(_part_text, value) if t]
+    return "\n".join(t for t in texts if t.strip())
+
+
+def last_user_text(messages: list[dict[str, Any]]) -> str | None:
+    """The text of the last ``user`` message (null when there is none or it has no text)."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return message_text(message) or None
+    return None
+
+
+def assistant_text(messages: list[dict[str, Any]]) -> str | None:
+    """The assistant messages' text, joined by a blank line (null when they carry none: a
+    reply that is only tool calls)."""
+    texts = [message_text(m) for m in messages if m.get("role") in _ASSISTANT]
+    joined = "\n\n".join(t for t in texts if t)
+    return joined or None
