@@ -165,7 +165,9 @@ def plugin_files(name: str) -> dict[str, str]:
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         raise ConfigError(f"init plugin: {name!r}: a plugin name is snake_case (letters, "
                           "digits, _), starting with a letter")
-    cls = "".join(part.capitalize() for part in name.split("_")) + "Judge"
+    # my_judge -> MyJudge (not MyJudgeJudge); todo_words -> TodoWordsJudge
+    stem = name.removesuffix("_judge") if name != "judge" else name
+    cls = "".join(part.capitalize() for part in stem.split("_")) + "Judge"
     package = f"evalkit_{name}"
     dist = f"evalkit-{name.replace('_', '-')}"
     root = dist
@@ -226,7 +228,8 @@ class {cls}(Judge):
     thread_safe = True  # judge() is a pure function of the batch
 
     def __init__(self, name: str, config: {cls}Config, ctx: object) -> None:
-        self.config = config
+        super().__init__(name, config, ctx)  # keeps self.name, self.config and self.ctx
+        # set up here what judge() reuses on every batch (a compiled pattern, a client)
 
     def wanted_columns(self) -> list[str]:
         """The record columns :meth:`judge` reads (the runner adds ``record_id``)."""
@@ -295,7 +298,8 @@ pip install -e ".[test]"       # installs the package and registers its entry po
 python -m pytest               # its tests and evalkit's conformance suite for judges
 evalkit plugins {name}         # its keys, types, defaults and meaning
 cp conf/judges/{name}.yaml <your project>/conf/judges/
-evalkit run +experiment=quickstart 'judges=[{name}]'
+evalkit run +experiment=quickstart 'judges=[prompt_echo,{name}]' \\
+    '+metrics.{name}_rate={{plugin: rate, judge: {name}}}'
 ```
 
 Edit `src/{package}/__init__.py`: the `Config` dataclass (one comment per key) and

@@ -36,9 +36,15 @@ class ContainsConfig:
             check_text_columns([self.reference_column], "reference_column")
 
 
+# the labels of a record where the condition holds / does not, by ``expect``: under
+# ``expect: false`` the text is forbidden, and a passing record must not read as "missing"
+_LABELS = {True: ("contains", "missing"), False: ("forbidden", "clean")}
+
+
 class ContainsJudge(Judge):
     """value: share of the needles found (0..1); ``passed``: the ``mode`` condition holds
-    (inverted when ``expect`` is false). A null searched cell, or a null reference when
+    (inverted when ``expect`` is false); label ``contains``/``missing``, or under ``expect:
+    false`` ``forbidden``/``clean``. A null searched cell, or a null reference when
     that is the only needle, is an error judgment."""
 
     Config = ContainsConfig
@@ -79,7 +85,7 @@ class ContainsJudge(Judge):
             table.column("record_id"),
             pa.array(passed, mask=~ok),
             value=pa.array(share, mask=~ok),
-            labels=pa.array(np.where(holds, "contains", "missing"), mask=~ok),
+            labels=pa.array(np.where(holds, *_LABELS[cfg.expect]), mask=~ok),
             status=["ok" if e is None else "error" for e in errors],
             error=errors,
         )

@@ -32,7 +32,8 @@ class RegexConfig:
 
 
 class RegexJudge(Judge):
-    """value 1.0 when the text matches, 0.0 when not; ``passed`` is ``match == expect``. A
+    """value 1.0 when the text matches, 0.0 when not; ``passed`` is ``match == expect``; label
+    ``match``/``no_match``, or under ``expect: false`` ``forbidden``/``clean``. A
     null cell is an error judgment (nothing to test), not a non-match."""
 
     Config = RegexConfig
@@ -54,7 +55,8 @@ class RegexJudge(Judge):
         missing = pc.is_null(text)
         return verdicts(table.column("record_id"), passed,
                         value=pc.cast(matched, pa.float64()),
-                        labels=pc.if_else(matched, "match", "no_match"),
+                        labels=pc.if_else(matched, *(("match", "no_match") if cfg.expect
+                                                     else ("forbidden", "clean"))),
                         status=pc.if_else(missing, "error", "ok"),
                         error=pc.if_else(missing, f"{cfg.column} is null: nothing to match",
                                          pa.scalar(None, pa.string())))

@@ -123,6 +123,10 @@ def main(argv: list[str]) -> None:
         print(f"evalkit: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     argv = _take_resume(argv)
+    missing = missing_launcher(argv)
+    if missing:
+        print(f"evalkit: error: {missing}", file=sys.stderr)
+        sys.exit(2)
     register_resolvers()
     try:
         argv = plain_overrides(argv)
@@ -159,6 +163,27 @@ def main(argv: list[str]) -> None:
         sys.exit(130)
     if code:
         sys.exit(code)
+
+
+# launchers of Hydra plugins evalkit does not install: the module that provides each, and
+# the extra that installs it (Ray's launcher says so itself: hydra_plugins/evalkit_ray_launcher)
+_LAUNCHERS = {"submitit_": ("hydra_plugins.hydra_submitit_launcher", "submitit")}
+
+
+def missing_launcher(argv: list[str]) -> str | None:
+    """The one-line error for ``hydra/launcher=NAME`` when the plugin providing NAME is not
+    installed (Hydra's own is a page on the config search path), else ``None``."""
+    import importlib.util
+
+    for arg in argv:
+        key, _, name = arg.partition("=")
+        if key.lstrip("+~") != "hydra/launcher":
+            continue
+        for prefix, (module, extra) in _LAUNCHERS.items():
+            if name.startswith(prefix) and importlib.util.find_spec(module) is None:
+                return (f"hydra/launcher={name} needs Hydra's submitit launcher, which is not "
+                        f'installed: pip install "evalkit[{extra}]"')
+    return None
 
 
 _STOPPED_WAIT_S = 10.0  # after Ctrl-C: how long the jobs may take to mark their runs

@@ -70,3 +70,18 @@ def test_init_plugin_writes_a_package_that_passes_its_own_tests(tmp_path: Path) 
     assert " passed" in done.stdout and "failed" not in done.stdout
     proc = run_cli("init", "plugin", "Bad-Name", cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "snake_case" in proc.stderr
+
+
+def test_init_plugin_names_classes_plainly_and_calls_the_base_constructor() -> None:
+    from evalkit.commands.init import plugin_files
+
+    files = plugin_files("my_judge")
+    source = files["evalkit-my-judge/src/evalkit_my_judge/__init__.py"]
+    assert "class MyJudge(Judge)" in source and "MyJudgeJudge" not in source
+    namespace: dict = {}
+    exec(compile(source, "generated", "exec"), namespace)  # the module as a user gets it
+    cls = namespace["MyJudge"]
+    judge = cls("mine", cls.Config(), ctx=None)
+    assert (judge.name, judge.ctx) == ("mine", None)  # the base class's __init__ ran
+    # the README's run keeps the quickstart's own judge, which its alert needs
+    assert "'judges=[prompt_echo,my_judge]'" in files["evalkit-my-judge/README.md"]

@@ -25,7 +25,10 @@ def test_forbidden_text_and_unicode():
     rows = judge([{"output": "Je suis désolé"}, {"output": "Voilà"}],
                  values=["désolé"], expect=False)
     assert [r["passed"] for r in rows] == [False, True]
-    assert [r["label"] for r in rows] == ["contains", "missing"]
+    # the labels read as the verdict: a passing record is "clean", never "missing"
+    assert [r["label"] for r in rows] == ["forbidden", "clean"]
+    both = judge([{"output": "Je suis désolé"}, {"output": "Voilà"}], values=["désolé"])
+    assert [r["label"] for r in both] == ["contains", "missing"]
 
 
 def test_reference_column_and_nulls():

@@ -22,7 +22,7 @@ def test_search_fullmatch_and_expect():
     assert [r["passed"] for r in judge(outs, pattern="änswer", ignore_case=True)][:3] == \
         [False, False, True]
     assert [r["label"] for r in judge(outs, pattern="I'm sorry", expect=False)][:2] == \
-        ["no_match", "no_match"]
+        ["clean", "clean"]
     assert judge(outs, pattern="I'm sorry", expect=False)[0]["passed"] is True
 
 
