@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("EVALKIT_FULL_ERROR"):
             raise
         from evalkit.redact import mask
+        from evalkit.safetext import visible
 
-        print(f"evalkit: error: {mask(str(exc))}", file=sys.stderr)
+        print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
         sys.exit(exc.exit_code)
     sys.exit(code or 0)

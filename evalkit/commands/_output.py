@@ -3,7 +3,10 @@
 ``--format`` picks one of :data:`FORMATS`; the default, ``table``, is for people: numbers at
 sensible precision, and a table only when it fits the terminal, else one record per block
 (vertical mode). Names and values are never cut: a pipe gets the table at its natural width.
-Only the standard library is imported here, so ``evalkit query`` stays fast."""
+Values are data: a table shows control characters as escapes, Markdown neutralises links,
+HTML and mentions, JSON escapes controls losslessly and CSV guards spreadsheet formulas
+(``--csv-formulas`` turns that off; see :mod:`evalkit.safetext`). Only the standard library
+is imported here, so ``evalkit query`` stays fast."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+from evalkit.safetext import csv_cell, json_visible, markdown_text, visible
 
 __all__ = ["FORMATS", "add_format_arguments", "chosen_format", "emit", "number", "cell",
            "plain"]
@@ -36,6 +41,10 @@ def add_format_arguments(parser: argparse.ArgumentParser, *, out: bool = True) -
     if out:
         parser.add_argument("--out", default=None, metavar="FILE",
                             help="write to FILE (its extension picks the format)")
+    parser.add_argument("--csv-formulas", action="store_true",
+                        help="CSV: write text starting with = + - @ tab or CR as it is (by "
+                        "default such a cell gets a leading ' so a spreadsheet does not run "
+                        "it as a formula)")
 
 
 def chosen_format(fmt: str | None, out: str | None) -> str:
@@ -73,8 +82,8 @@ def number(value: float) -> str:
 
 
 def cell(value: Any) -> str:
-    """A value as a table cell: full text, numbers by :func:`number`, lists and objects as
-    JSON."""
+    """A value as a table cell for a terminal: full text (control characters shown as
+    escapes, line breaks kept), numbers by :func:`number`, lists and objects as JSON."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -82,8 +91,8 @@ def cell(value: Any) -> str:
     if isinstance(value, float):
         return number(value)
     if isinstance(value, (list, dict, tuple)):
-        return json.dumps(value, default=str, ensure_ascii=False)
-    return str(value)
+        return visible(json.dumps(value, default=str, ensure_ascii=False))
+    return visible(value, newlines=True)
 
 
 def _width() -> int | None:
@@ -101,6 +110,7 @@ def table_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]],
     cells = [[cell(v) for v in row] for row in rows]
     if any("\n" in c for row in cells for c in row):
         return None
+    columns = [visible(c) for c in columns]
     widths = [max([len(name), *(len(row[i]) for row in cells)]) for i, name in
               enumerate(columns)]
     if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
@@ -121,6 +131,7 @@ def table_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]],
 def vertical_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     """One block per row: each column's name, then its whole value (continuation lines of a
     long text indented under it)."""
+    columns = [visible(c) for c in columns]
     pad = max((len(c) for c in columns), default=0)
     out: list[str] = []
     for n, row in enumerate(rows, 1):
@@ -133,36 +144,36 @@ def vertical_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> lis
 
 
 def markdown_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    def esc(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", "<br>")
-
-    return ["| " + " | ".join(esc(c) for c in columns) + " |",
+    """A Markdown table; every name and value through :func:`markdown_text` (one line, no
+    link, image, HTML or mention from data)."""
+    return ["| " + " | ".join(markdown_text(c) for c in columns) + " |",
             "|" + "|".join(" --- " for _ in columns) + "|",
-            *("| " + " | ".join(esc(cell(v)) for v in row) + " |" for row in rows)]
+            *("| " + " | ".join(markdown_text(cell(v)) for v in row) + " |" for row in rows)]
 
 
-def _plain(value: Any) -> Any:
-    """A value as CSV can hold it: lists and objects become JSON text."""
+def _plain(value: Any, formulas: bool) -> Any:
+    """A value as CSV can hold it: lists and objects become JSON text; a formula-looking
+    text is guarded unless ``formulas``."""
     if isinstance(value, (list, dict, tuple)):
-        return json.dumps(value, default=str, ensure_ascii=False)
-    return value
+        value = json.dumps(value, default=str, ensure_ascii=False)
+    return value if formulas else csv_cell(value)
 
 
 def _write(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
-           out: TextIO, max_rows: int | None, note: str | None) -> None:
+           out: TextIO, max_rows: int | None, note: str | None, formulas: bool = False) -> None:
     if fmt == "csv":
         writer = csv.writer(out)
-        writer.writerow(columns)
-        writer.writerows([_plain(v) for v in row] for row in rows)
+        writer.writerow([_plain(c, formulas) for c in columns])
+        writer.writerows([_plain(v, formulas) for v in row] for row in rows)
     elif fmt == "json":
         # an array with one object per line: valid JSON that still reads line by line
-        objects = (json.dumps(dict(zip(columns, row, strict=True)), default=str,
-                              ensure_ascii=False) for row in rows)
+        objects = (json_visible(json.dumps(dict(zip(columns, row, strict=True)), default=str,
+                                           ensure_ascii=False)) for row in rows)
         out.write("[\n" + ",\n".join(objects) + "\n]\n" if rows else "[]\n")
     elif fmt == "jsonl":
         for row in rows:
-            out.write(json.dumps(dict(zip(columns, row, strict=True)), default=str,
-                                 ensure_ascii=False) + "\n")
+            out.write(json_visible(json.dumps(dict(zip(columns, row, strict=True)),
+                                              default=str, ensure_ascii=False)) + "\n")
     elif fmt == "markdown":
         out.write("\n".join(markdown_lines(columns, rows)) + "\n")
     else:
@@ -180,9 +191,10 @@ def _write(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
 
 def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
          out: str | None = None, *, max_rows: int | None = None,
-         note: str | None = None) -> None:
+         note: str | None = None, csv_formulas: bool = False) -> None:
     """Print ``rows`` (or write them to ``out``) in ``fmt``. ``note`` is a line shown under a
-    table for people (never in machine formats)."""
+    table for people (never in machine formats). ``csv_formulas``: CSV cells that start like
+    a formula are written as they are (by default they get a leading ``'``)."""
     if fmt == "parquet":
         if not out:
             from evalkit.errors import EvalkitError
@@ -200,10 +212,10 @@ def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
         from evalkit.results.writer import atomic_path
 
         with atomic_path(Path(out)) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-            _write(columns, rows, fmt, fh, None, None)
+            _write(columns, rows, fmt, fh, None, None, csv_formulas)
     else:
         try:
-            _write(columns, rows, fmt, sys.stdout, max_rows, note)
+            _write(columns, rows, fmt, sys.stdout, max_rows, note, csv_formulas)
             sys.stdout.flush()
         except BrokenPipeError:  # `| head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

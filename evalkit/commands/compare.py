@@ -256,7 +256,8 @@ def main(args: argparse.Namespace) -> int:
         _print(rows, run_a, run_b, args.confidence, fmt, args.out)
     else:
         columns = list(rows[0]) if rows else ["metric"]
-        emit(columns, [tuple(r.values()) for r in rows], fmt, args.out)
+        emit(columns, [tuple(r.values()) for r in rows], fmt, args.out,
+             csv_formulas=args.csv_formulas)
     return 0
 
 

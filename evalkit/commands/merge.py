@@ -236,8 +236,9 @@ def main(args: argparse.Namespace) -> int:
             out = merge(dirs, runs_dir)
     except EvalkitError as exc:
         from evalkit.redact import mask
+        from evalkit.safetext import visible
 
-        print(f"evalkit: error: {mask(str(exc))}", file=sys.stderr)
+        print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
         return exc.exit_code
     print(f"merged {len(dirs)} shards into {out}/")
     return 0

@@ -41,17 +41,19 @@ def main(args: argparse.Namespace) -> int:
         return 0
     fmt = chosen_format(args.format, args.out)
     if args.name is not None:
-        return _keys(reg, args.name, args.kind, fmt, args.out)
+        return _keys(reg, args.name, args.kind, fmt, args.out, args.csv_formulas)
     entries = sorted(reg.all_entries(), key=lambda e: (e.kind, e.name, e.distribution))
     rows = [(e.kind, e.name, e.distribution, e.version, e.value,
              "duplicate" if len(reg.entries(e.kind)[e.name]) > 1 else "")
             for e in entries if not args.kind or e.kind == args.kind]
     emit(["kind", "name", "distribution", "version", "object", "note"], rows, fmt, args.out,
-         note="`evalkit plugins NAME` shows a plugin's config keys")
+         note="`evalkit plugins NAME` shows a plugin's config keys",
+         csv_formulas=args.csv_formulas)
     return 0
 
 
-def _keys(reg, name: str, kind: str | None, fmt: str, out: str | None) -> int:
+def _keys(reg, name: str, kind: str | None, fmt: str, out: str | None,
+          csv_formulas: bool) -> int:
     import difflib
 
     from evalkit.configdoc import config_keys
@@ -74,7 +76,8 @@ def _keys(reg, name: str, kind: str | None, fmt: str, out: str | None) -> int:
             rows.append((k, key.name, key.type, key.default, key.comment))
     note = (f"set one with {_example(kinds[0], name)}; docs/configuration.md has every "
             "plugin's keys")
-    emit(["kind", "key", "type", "default", "meaning"], rows, fmt, out, note=note)
+    emit(["kind", "key", "type", "default", "meaning"], rows, fmt, out, note=note,
+         csv_formulas=csv_formulas)
     return 0
 
 

@@ -87,5 +87,6 @@ def _answer(con, args: argparse.Namespace, fmt: str, run: str | None, where: str
         note = f"no rows; read {what} under {where}/"
         if args.out or fmt not in ("table", "vertical"):
             print(f"evalkit: {note}", file=sys.stderr)
-    emit(columns, rows, fmt, args.out, max_rows=args.max_rows, note=note)
+    emit(columns, rows, fmt, args.out, max_rows=args.max_rows, note=note,
+         csv_formulas=args.csv_formulas)
     return 0

@@ -28,6 +28,8 @@ class DisagreementsConfig(PairConfig):
     difference: float | None = None  # disagree when |a - b| > difference; null: the sides of
     # the threshold differ (a >= threshold vs b >= threshold_b)
     max_rows: int | None = None  # keep only the largest disagreements in the queue (null: all)
+    csv_formulas: bool = False  # write CSV text starting with = + - @ tab or CR as it is
+    # (false: such a cell gets a leading ' so a spreadsheet does not run it)
 
     def validate(self) -> None:
         super().validate()
@@ -113,5 +115,12 @@ class DisagreementsMetric(Metric):
                                 pa.array([None if v is None else " ||| ".join(v)
                                           for v in table.column("context").to_pylist()],
                                          pa.string()))
+        if not self.config.csv_formulas:  # the queue is opened in a spreadsheet: data
+            from evalkit.safetext import csv_cell  # must not become a formula
+
+            for k, col in enumerate(flat.columns):
+                if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                    flat = flat.set_column(k, flat.schema.field(k), pa.array(
+                        [csv_cell(v) for v in col.to_pylist()], col.type))
         with atomic_path(csv_path) as tmp:
             pacsv.write_csv(flat, tmp)

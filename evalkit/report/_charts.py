@@ -47,7 +47,11 @@ def _svg(fig: Any) -> str:
 
 
 def _short(text: Any, n: int = 40) -> str:
-    s = str(text)
+    """A label from data, controls shown as escapes (a font has no glyph for them, and
+    matplotlib's warning would print them raw), cut to ``n`` characters."""
+    from evalkit.safetext import visible
+
+    s = visible(text)
     return s if len(s) <= n else s[: n - 1] + "…"
 
 

@@ -8,22 +8,22 @@ from xml.etree import ElementTree as ET
 
 from evalkit.report._data import RunData
 from evalkit.report._page import ci_text, fmt, headline_rows
+from evalkit.safetext import markdown_text, xml_text
 
 _RANK = {"info": 0, "warning": 1, "error": 2}
 
 
 def _md(text: Any) -> str:
-    """A Markdown table cell: pipes, newlines and HTML-looking text made inert."""
-    s = "" if text is None else str(text)
-    return (s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
-            .replace(">", "&gt;"))
+    """Text from data for a pull-request comment: one line; no link, image, HTML, mention or
+    issue reference (:func:`evalkit.safetext.markdown_text`)."""
+    return markdown_text("" if text is None else text)
 
 
 def markdown(runs: list[RunData], verdicts: list[dict[str, Any]], html_name: str) -> str:
     lines = []
     for run in runs:
         m = run.manifest
-        lines.append(f"### evalkit · {_md(run.experiment)} · `{_md(run.run_id)}` "
+        lines.append(f"### evalkit · {_md(run.experiment)} · run {_md(run.run_id)} "
                      f"({_md(m.get('status'))})")
         lines.append("")
         excluded = ", ".join(f"{_md(k)} {v:,}" for k, v in (m.get("excluded_by") or {}).items())
@@ -63,7 +63,7 @@ def markdown(runs: list[RunData], verdicts: list[dict[str, Any]], html_name: str
         if significant:
             lines += ["| run | metric | slice | A | B | B − A | 95% CI |",
                       "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
-            lines += [f"| `{_md(v['run'])}` | {_md(v['metric'])} | {_md(v['slice'])} | "
+            lines += [f"| {_md(v['run'])} | {_md(v['metric'])} | {_md(v['slice'])} | "
                       f"{fmt(v['a'])} | {fmt(v['b'])} | {fmt(v['delta'])} | "
                       f"{ci_text(v['ci_low'], v['ci_high'])} |" for v in significant]
             lines.append("")
@@ -78,7 +78,8 @@ def junit(runs: list[RunData]) -> bytes:
     suites = ET.Element("testsuites", name="evalkit")
     for run in runs:
         cfg = run.manifest.get("config") or {}
-        suite = ET.SubElement(suites, "testsuite", name=f"evalkit.{run.experiment}.{run.run_id}")
+        suite = ET.SubElement(suites, "testsuite",
+                              name=xml_text(f"evalkit.{run.experiment}.{run.run_id}"))
         cases: list[tuple[str, str | None, str | None, str]] = []  # name, failure, type, out
         status = run.manifest.get("status")
         cases.append(("run status", None if status == "ok" else
@@ -112,14 +113,18 @@ def junit(runs: list[RunData]) -> bytes:
                           "gate", ""))
         failures = 0
         for name, failure, kind, out in cases:
-            case = ET.SubElement(suite, "testcase", classname=f"evalkit.{run.experiment}",
-                                 name=name)
+            # every value from data through xml_text: ESC, NUL or a lone surrogate in a
+            # message would make the file unreadable to the CI system
+            case = ET.SubElement(suite, "testcase",
+                                 classname=xml_text(f"evalkit.{run.experiment}"),
+                                 name=xml_text(name))
             if failure:
                 failures += 1
-                node = ET.SubElement(case, "failure", message=failure[:500], type=kind or "")
-                node.text = failure
+                node = ET.SubElement(case, "failure", message=xml_text(failure)[:500],
+                                     type=xml_text(kind or ""))
+                node.text = xml_text(failure)
             if out:
-                ET.SubElement(case, "system-out").text = out
+                ET.SubElement(case, "system-out").text = xml_text(out)
         suite.set("tests", str(len(cases)))
         suite.set("failures", str(failures))
         suite.set("errors", "0")

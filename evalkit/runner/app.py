@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from evalkit.errors import EvalkitError
 from evalkit.redact import hide_secret_overrides, mask
+from evalkit.safetext import visible
 
 __all__ = ["main", "plain_overrides", "register_resolvers", "shell_completion", "with_override"]
 
@@ -79,7 +80,7 @@ def _task(cfg: DictConfig) -> dict | None:
     except EvalkitError as exc:
         if os.environ.get("EVALKIT_FULL_ERROR"):
             raise
-        print(f"evalkit: error: {mask(str(exc))}", file=sys.stderr)
+        print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
         if job is None:
             sys.exit(exc.exit_code)
         # in a sweep the job ends here and the others go on; the sweep's exit code says it

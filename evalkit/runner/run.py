@@ -42,6 +42,7 @@ from evalkit.runner.references import check_metric_references
 from evalkit.runner.result import RunResult
 from evalkit.runner.shard import runner_cut, sharded
 from evalkit.runner.summary import offline_judges
+from evalkit.safetext import visible
 
 __all__ = ["apply_filters", "execute", "new_run_id"]
 
@@ -108,7 +109,8 @@ def _push(sinks: list[tuple[PluginInstance, Any]], run_dir: Path) -> dict[str, A
             reports[inst.name] = report = sink.push(run_dir)
         except Exception as exc:
             reports[inst.name] = {"error": f"{type(exc).__name__}: {exc}"}
-            print(f"evalkit: sink {inst.name} failed: {mask(str(exc))}", file=sys.stderr)
+            print(f"evalkit: sink {inst.name} failed: {visible(mask(str(exc)))}",
+                  file=sys.stderr)
             continue
         if report.get("failed"):
             print(f"evalkit: sink {inst.name}: {report['failed']} item(s) failed; see "

@@ -58,15 +58,17 @@ def offline_judges(rc: RunConfig) -> set[str]:
 
 def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+
+    from evalkit.safetext import markup as escape  # every text from data goes through it
+    from evalkit.safetext import visible
 
     # a pipe gets 120 columns unless COLUMNS says otherwise (rich reads it)
     console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 120)
     m = result.manifest
-    console.print(f"[bold]evalkit[/] · {rc.experiment} · run {result.run_id} "
+    console.print(f"[bold]evalkit[/] · {escape(rc.experiment)} · run {escape(result.run_id)} "
                   f"({m['duration_s']:.2f} s)")
-    excluded = ", ".join(f"{k} {v}" for k, v in m["excluded_by"].items()) or "none"
+    excluded = ", ".join(f"{escape(k)} {v}" for k, v in m["excluded_by"].items()) or "none"
     console.print(
         f"records {m['n_records']} · excluded {m['n_excluded']} ({excluded}) · "
         f"judged {m['n_records'] - m['n_excluded']} · rejected {m['n_rejects']}"
@@ -88,7 +90,7 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
                    *(str(by_status.get(s, 0)) for s in ("ok", "error", "skipped"))]
             if causes:
                 by_cause = sorted((causes.get(judge) or {}).items(), key=lambda kv: -kv[1])
-                row.append(", ".join(f"{cause} {n}" for cause, n in by_cause))
+                row.append(", ".join(f"{escape(cause)} {n}" for cause, n in by_cause))
             if cached:
                 row.append(str(cached.get(judge, 0)))
             jt.add_row(*row)
@@ -97,9 +99,10 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         console.print(f"{sum(cached.values())} judgments came from the response cache "
                       "(no call, no cost)")
     if offline:
-        console.print(f"[bold yellow]OFFLINE[/]: {', '.join(sorted(offline))} scored without "
-                      "a model: deterministic stand-ins from content hashes (origin='offline'), "
-                      "not judgments; metrics marked \\[offline] rest on them")
+        console.print(f"[bold yellow]OFFLINE[/]: {escape(', '.join(sorted(offline)))} scored "
+                      "without a model: deterministic stand-ins from content hashes "
+                      "(origin='offline'), not judgments; metrics marked \\[offline] rest on "
+                      "them")
     if m.get("dry_run"):
         et = Table(title="dry run: no judge was called; what a real run would send",
                    title_justify="left", header_style="bold")
@@ -107,11 +110,11 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
             et.add_column(col, justify="left" if col == "judge" else "right")
         for judge, est in (m["dry_run_estimates"] or {}).items():
             cost = est.get("cost_usd")
-            et.add_row(judge, *(str(est.get(k, 0)) for k in ("calls", "cached_calls",
+            et.add_row(escape(judge), *(str(est.get(k, 0)) for k in ("calls", "cached_calls",
                                                              "input_tokens", "output_tokens")),
                        "unknown" if cost is None else f"${cost:.4f}")
         console.print(et)
-        console.print(f"written to {result.run_dir}/", soft_wrap=True)
+        console.print(f"written to {escape(result.run_dir)}/", soft_wrap=True)
         return
     elif m["judge_cost_usd"] or m["judge_calls_unpriced"]:
         from evalkit.judges.llm._progress import spend_text
@@ -140,7 +143,7 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
                                                       "n_unscored"))
             name = r["metric"] + (" [offline]" if r["metric"].split(".")[0] in
                                   offline_metrics else "")
-            cells.append((name, r["slice"], _num(r["value"]), ci,
+            cells.append((visible(name), visible(r["slice"]), _num(r["value"]), ci,
                            _num(raw[key]) if key in raw else "", counts))
         mt = Table(title="metrics (raw: before filters)", title_justify="left",
                    header_style="bold")
@@ -175,14 +178,14 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
                       "reason is in metrics.details)[/]")
     for a in result.alerts.to_pylist():
         style = {"error": "bold red", "warning": "yellow"}.get(a["severity"], "cyan")
-        console.print(f"[{style}]alert {a['severity']}[/]: {a['message']}")
+        console.print(f"[{style}]alert {escape(a['severity'])}[/]: {escape(a['message'])}")
         for hint in a.get("hints") or []:
-            console.print(f"  [dim]hint:[/] {hint}")
+            console.print(f"  [dim]hint:[/] {escape(hint)}")
     if rejects.num_rows:
         first = rejects.slice(0, 3).to_pylist()
         for r in first:
-            console.print(f"[yellow]rejected[/] {r['location']}: {r['reason']}")
+            console.print(f"[yellow]rejected[/] {escape(r['location'])}: {escape(r['reason'])}")
         if rejects.num_rows > 3:
             console.print(f"[dim]… and {rejects.num_rows - 3} more in the rejects table[/]")
-    console.print(f"written to {result.run_dir}/ · evalkit query \"SELECT * FROM metrics "
-                  f"WHERE run_id = '{result.run_id}'\"", soft_wrap=True)
+    console.print(f"written to {escape(result.run_dir)}/ · evalkit query \"SELECT * FROM "
+                  f"metrics WHERE run_id = '{escape(result.run_id)}'\"", soft_wrap=True)

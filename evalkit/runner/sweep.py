@@ -296,10 +296,10 @@ def finish(path: Path, plan: list[list[str]] | None = None,
     if not done:
         return 0
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     from evalkit.redact import mask
+    from evalkit.safetext import markup as escape  # every text from data goes through it
 
     console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
     varying = _varying([list(j.get("overrides") or []) for j in done])
@@ -325,7 +325,7 @@ def finish(path: Path, plan: list[list[str]] | None = None,
             status = f"[bold red]{word} (exit {j.get('exit', 1)})[/]"
         run = Path(j["run_dir"]).name if j.get("run_dir") else "—"
         table.add_row(str(j["job"]), escape(mask(" ".join(over))), status, escape(run),
-                      *(head.get(n, "—") for n in shown))
+                      *(escape(head.get(n, "—")) for n in shown))
     console.print(table)
     if len(names) > len(shown):
         console.print(f"[dim]{len(names) - len(shown)} more metrics: evalkit query \"SELECT * "

@@ -78,7 +78,9 @@ class JudgeProgress:
     def __enter__(self) -> JudgeProgress:
         if self.enabled:
             self.progress = _BOARD.open()
-            self.task = self.progress.add_task(self.name, total=self.total, errors=0,
+            from evalkit.safetext import markup  # (the description is read as markup)
+
+            self.task = self.progress.add_task(markup(self.name), total=self.total, errors=0,
                                                spend=spend_text(0.0, 0), rate="0")
         return self
 
