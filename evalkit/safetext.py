@@ -46,8 +46,9 @@ def visible(text: Any, *, newlines: bool = False) -> str:
     return (_UNSAFE_BLOCK if newlines else _UNSAFE_LINE).sub(_escape, s)
 
 
-# what rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it
-_RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+# what rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it; and an
+# unclosed one at the end, which a "]" after the text would close
+_RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?]|\[[a-z#/@][^[\]]*$)")
 
 
 def markup(text: Any, *, newlines: bool = False) -> str:

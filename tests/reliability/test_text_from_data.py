@@ -150,7 +150,7 @@ def test_the_pull_request_markdown_neutralises_links_images_html_mentions(
 # the functions themselves, over any text
 
 TEXT = st.text(st.characters(codec=None, categories=None), max_size=40) | st.sampled_from(
-    HOSTILE_MODELS)
+    [*HOSTILE_MODELS, "model=[bold", "[link=x", "a\\"])
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -161,8 +161,8 @@ def test_rich_prints_markup_text_as_visible_text(text: str) -> None:
     text = text.replace("\t", " ")  # (rich expands tabs to spaces: harmless, not data lost)
 
     console = Console(file=io.StringIO(), width=10_000, color_system=None, highlight=False)
-    console.print(f"[bold]x[/] {markup(text)} [dim]y[/]", soft_wrap=True)
-    assert console.file.getvalue() == f"x {visible(text)} y\n"
+    console.print(f"[bold]x[/] {markup(text)} [dim]y[/] \\[{markup(text)}]", soft_wrap=True)
+    assert console.file.getvalue() == f"x {visible(text)} y [{visible(text)}]\n"
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
