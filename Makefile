@@ -14,8 +14,9 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# pandas: the README's Python lines use Run.df
 install: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e . $(PLUGIN_DIRS)
+	$(BIN)/python -m pip install --quiet -e ".[pandas]" $(PLUGIN_DIRS)
 
 install-test: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]" $(PLUGIN_DIRS)

@@ -113,17 +113,21 @@ def _command(command: str, rest: list[str], current: str) -> list[str]:
     positionals = [a for a in parser._actions if not a.option_strings]
     given = [w for i, w in enumerate(rest) if not w.startswith("-") and
              not (i and rest[i - 1] in options and options[rest[i - 1]].nargs != 0)]
-    if len(given) >= len(positionals):
+    if len(given) < len(positionals):
+        action = positionals[len(given)]
+    elif positionals and positionals[-1].nargs in ("*", "+"):  # report RUN [RUN ...]
+        action = positionals[-1]
+    else:
         return []
-    action = positionals[len(given)]
     if action.choices:
         return _full([str(c) for c in action.choices], current)
     if command == "plugins":
         from evalkit.registry import registry
 
         return _full([e.name for e in registry().all_entries()], current)
-    if command in ("compare", "push"):
-        return _full(["latest", *_run_ids()], current)
+    if command in ("compare", "push", "report") or action.dest in ("run", "runs"):
+        taken = set(given)
+        return _full([r for r in ["latest", *_run_ids()] if r not in taken], current)
     return []
 
 

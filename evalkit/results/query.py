@@ -288,7 +288,7 @@ def run_query(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
               arrow: bool = False, params: object = None):
     """Run ``sql``, which must pass :func:`check_read_only`. Returns ``(columns, rows)``, or
     a pyarrow Table when ``arrow`` is true (pyarrow is imported only then)."""
-    result = _execute(con, sql, params)
+    result = _execute(con, sql, params, save_hint=True)
     return result.arrow() if arrow else (result.columns, result.fetchall())
 
 
@@ -308,12 +308,14 @@ _LIMITS: weakref.WeakKeyDictionary[Any, Limits] = weakref.WeakKeyDictionary()
 
 
 def _execute(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
-             params: object) -> QueryResult:
+             params: object, save_hint: bool = False) -> QueryResult:
+    """``save_hint``: a refused write names the command line's ``--format/--out`` (only
+    ``evalkit query`` has them; Python code saves a result itself)."""
     import duckdb
 
     if isinstance(con, ReadOnlyConnection):
         con = con._con
-    _make_pending_views(con, check_read_only(con, sql))
+    _make_pending_views(con, check_read_only(con, sql, save_hint=save_hint))
     limits = _LIMITS.get(con) or Limits.resolve()
     cursors: list[duckdb.DuckDBPyConnection] = []
     try:

@@ -82,3 +82,17 @@ def test_the_zsh_script_completes(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["+experiment=quickstart"]
+
+
+def test_report_completes_run_ids_for_each_of_its_runs(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for run_id in ("20261127T100000-aaaaaa", "20261127T110000-bbbbbb"):
+        (tmp_path / "runs" / "exp" / run_id).mkdir(parents=True)
+        (tmp_path / "runs" / "exp" / run_id / "manifest.json").write_text("{}")
+    assert candidates("evalkit report 2026") == ["20261127T100000-aaaaaa ",
+                                                 "20261127T110000-bbbbbb "]
+    # a second run to compare with: the one given is not offered again
+    assert candidates("evalkit report 20261127T100000-aaaaaa 2026") == [
+        "20261127T110000-bbbbbb "]
+    assert "latest " in candidates("evalkit report --n-boot 0 ")
