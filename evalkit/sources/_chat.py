@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 
-__all__ = ["assistant_text", "last_user_text", "messages_of", "message_text"]
+__all__ = ["assistant_text", "chat_column", "last_user_text", "messages_of", "message_text",
+           "with_messages"]
 
 _ASSISTANT = ("assistant", "model", "ai")
 
@@ -71,3 +72,40 @@ def assistant_text(messages: list[dict[str, Any]]) -> str | None:
     texts = [message_text(m) for m in messages if m.get("role") in _ASSISTANT]
     joined = "\n\n".join(t for t in texts if t)
     return joined or None
+
+
+def chat_column(side: str, values: list[Any]) -> tuple[list[Any], dict[int, list[Any]]]:
+    """A record column's values (``side``: ``input`` or ``output``) with each chat-shaped one
+    (a message list, or for an output one assistant message) as its text, and those rows'
+    message lists by row."""
+    out = list(values)
+    lists: dict[int, list[Any]] = {}
+    # only lists, objects and text that opens a JSON array can be chat-shaped
+    candidates = [i for i, v in enumerate(values)
+                  if v is not None and (type(v) is not str or v[:1] == "[")]
+    for i in candidates:
+        value = values[i]
+        messages = messages_of(value)
+        if messages is None and side == "output" and isinstance(value, dict) and \
+                value.get("role") in _ASSISTANT:
+            messages = [value]
+        if messages is None:
+            continue
+        lists[i] = messages
+        out[i] = last_user_text(messages) if side == "input" else assistant_text(messages)
+    return out, lists
+
+
+def with_messages(metadata: list[Any], lists: dict[str, dict[int, list[Any]]]) -> list[Any]:
+    """The metadata texts (JSON objects) of a batch with ``<side>_messages`` set on the rows
+    whose input or output was a message list (a metadata value that is not an object is kept
+    under ``metadata``)."""
+    out = list(metadata)
+    for side, rows in lists.items():
+        for i, messages in rows.items():
+            current = orjson.loads(out[i]) if out[i] else {}
+            if not isinstance(current, dict):
+                current = {"metadata": current}
+            current[f"{side}_messages"] = messages
+            out[i] = orjson.dumps(current).decode()
+    return out

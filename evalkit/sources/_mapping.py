@@ -27,6 +27,7 @@ from evalkit.errors import ConfigError
 from evalkit.paths import getter, parts_of, walk
 from evalkit.plugin import ImportedScores, Reject
 from evalkit.results.schemas import RECORDS, json_text
+from evalkit.sources._chat import chat_column, with_messages
 from evalkit.sources._transforms import field_spec
 
 # columns a source may fill (the rest belong to the runner and the filters)
@@ -363,7 +364,8 @@ class RecordBuilder:
 
     def __init__(self, source: str, fields: Mapping[str, Any],
                  required: list[str], record_id: str | None, scores: Mapping[str, str],
-                 scores_list: str | None, extra_to_metadata: bool) -> None:
+                 scores_list: str | None, extra_to_metadata: bool,
+                 chat_messages: str = "text") -> None:
         # a column's path(s), or an object with its transforms (sources/_transforms.py)
         try:
             specs = {c: field_spec(c, v) for c, v in fields.items()}
@@ -400,6 +402,9 @@ class RecordBuilder:
             consumed.add(scores_list.split(".")[0])
         self.consumed = frozenset(consumed)
         self.extra_to_metadata = extra_to_metadata and "metadata" not in fields
+        # text: an input or output that is a message list becomes the text a judge reads (the
+        # last user message, the assistant's text), the list kept in metadata (sources/_chat)
+        self.chat_text = chat_messages == "text"
         self.seen = SeenIds()  # the ids of the rows kept so far
         self.kept: Sequence[Where] = []
         self.plan = None if scores or scores_list else _typed_plan(every_path)
@@ -519,6 +524,7 @@ class RecordBuilder:
         # top-level key -> its value in every row (the text columns made already)
         tops = self.text_columns
         ids: list[Any] | None = None
+        chats: dict[str, dict[int, list[Any]]] = {}  # side -> row -> its message list
         present = self.typed.present(rows, tops) if self.typed else \
             set().union(*map(dict.keys, rows))
         for col in self.parts:
@@ -543,6 +549,10 @@ class RecordBuilder:
                         for v, m in zip(vals, self._values(more, tops), strict=True)]
             if spec is not None:
                 vals = self._transformed(col, vals, bad)
+            if col in ("input", "output") and self.chat_text:
+                vals, lists = chat_column(col, vals)
+                if lists:
+                    chats[col] = lists
             if col == "record_id":
                 if self.typed is not None:
                     _as_orjson_reads([v for v in vals if type(v) is not str])
@@ -557,6 +567,9 @@ class RecordBuilder:
                                            pa.string())
         elif "record_id" not in arrays:
             arrays["record_id"] = pa.nulls(n, pa.string())
+        if chats:
+            meta = arrays["metadata"].to_pylist() if "metadata" in arrays else [None] * n
+            arrays["metadata"] = pa.array(with_messages(meta, chats), pa.string())
         for col in self.required:
             if col not in arrays:
                 arrays[col] = pa.nulls(n, RECORDS.field(col).type)

@@ -28,12 +28,18 @@ class FileSourceConfig:
     scores: dict[str, str] = field(default_factory=dict)  # imported judge name -> dotted path
     scores_list: str | None = None  # path of a list of {name, value, comment} scores
     extra_to_metadata: bool = True  # keep unmapped top-level keys in the metadata column
+    # text: an input or output that is a list of chat messages becomes the last user message
+    # / the assistant's text, the list kept in metadata.input_messages / output_messages;
+    # raw: the JSON of the list
+    chat_messages: str = "text"
     batch_size: int = 50_000  # rows per record batch
     # a longer line (bytes, without its newline) is a reject, skipped without being held in
     # memory; lines up to it are read whatever their size
     max_line_bytes: int = 32 << 20
 
     def validate(self) -> None:
+        if self.chat_messages not in ("text", "raw"):
+            raise ValueError(f"chat_messages: {self.chat_messages!r} is not one of text, raw")
         for col, spec in self.fields.items():
             field_spec(col, spec)
         if self.max_line_bytes < 1:
@@ -68,4 +74,4 @@ def fingerprint(paths: list[Path]) -> dict[str, Any]:
 
 def builder_for(name: str, cfg: FileSourceConfig) -> RecordBuilder:
     return RecordBuilder(name, cfg.fields, list(cfg.required), cfg.record_id,
-                         cfg.scores, cfg.scores_list, cfg.extra_to_metadata)
+                         cfg.scores, cfg.scores_list, cfg.extra_to_metadata, cfg.chat_messages)

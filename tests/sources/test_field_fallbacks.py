@@ -45,8 +45,8 @@ def test_first_non_null_path_wins_and_objects_are_json_text(ctx, tmp_path, shape
     if shape == "mixed":
         assert [out[k]["output"] for k in "abcd"] == [
             "first", "second", '{"choices":[{"text":"third"}]}', ""]
-        assert [out[k]["input"] for k in "abcd"] == [
-            "p", '[{"role":"user","content":"hi"}]', "p3", None]
+        # a message list is read as the text of its last user message
+        assert [out[k]["input"] for k in "abcd"] == ["p", "hi", "p3", None]
         assert [out[k]["model"] for k in "abcd"] == ["m1", "m2", None, None]
         assert json.loads(out["d"]["metadata"]) == {"other": 1}
     else:

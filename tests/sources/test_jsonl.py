@@ -296,7 +296,8 @@ def test_raw_text_columns_map_exactly_as_line_by_line(tmp_path: Path, ctx: RunCo
     lines = [f'{{"id": "r{i}", "model": "m", "input": {v}}}' for i, v in enumerate(RAW_INPUTS)]
     lines.append('{"id": "absent", "model": "m"}')
     path = _write(tmp_path / "a.jsonl", lines)
-    fast, typed = _both_ways(path, ctx, monkeypatch, record_id="id")
+    # (raw: the text of a message list as written, not the text a judge reads)
+    fast, typed = _both_ways(path, ctx, monkeypatch, record_id="id", chat_messages="raw")
     assert typed == [True]
     inputs = [r["input"] for r in fast[0]]
     assert inputs[:4] == ['[{"role":"user","content":"hi"},{"role":"assistant","content":'
@@ -628,3 +629,28 @@ def test_a_chunk_mapped_in_pieces_gives_what_one_piece_gives(tmp_path: Path, ctx
     assert [r["location"].rsplit(":", 1)[1] for r in rejected][:2] == ["6", "18"]
     assert sum("duplicate record id" in r["reason"] for r in rejected) == 12
     assert [r["reference"] for r in records if r.get("reference")][:2] == ["gold 0", "gold 9"]
+
+
+def test_message_lists_become_the_text_a_judge_reads(tmp_path: Path, ctx: RunContext) -> None:
+    """An OpenAI message list mapped to input (or output) gives the last user message (the
+    assistant's text), the list kept in metadata; chat_messages: raw keeps the JSON."""
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello! How can I help?"},
+                {"role": "user", "content": [{"type": "text", "text": "Refund order 7?"}]}]
+    reply = {"role": "assistant", "content": "Order 7 is refunded.", "tool_calls": None}
+    rows = [{"id": "a", "messages": messages, "choice": {"message": reply}, "team": "x"},
+            {"id": "b", "messages": "plain question", "choice": {"message": "plain answer"}}]
+    path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in rows])
+    fields = {"input": "messages", "output": "choice.message"}
+    cfg = JsonlSourceConfig(path=str(path), record_id="id", fields=fields)
+    first, second = read_all(JsonlSource("s", cfg, ctx)).to_pylist()
+    assert (first["input"], first["output"]) == ("Refund order 7?", "Order 7 is refunded.")
+    meta = json.loads(first["metadata"])
+    assert meta["input_messages"] == messages and meta["output_messages"] == [reply]
+    assert meta["team"] == "x"
+    assert (second["input"], second["output"]) == ("plain question", "plain answer")
+    raw = JsonlSourceConfig(path=str(path), record_id="id", fields=fields,
+                            chat_messages="raw")
+    first = read_all(JsonlSource("s", raw, ctx)).to_pylist()[0]
+    assert json.loads(first["input"]) == messages
