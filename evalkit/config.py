@@ -18,6 +18,7 @@ from evalkit.checks import check_one_of, check_unit_interval
 from evalkit.errors import ConfigError
 from evalkit.redact import mask_override, mask_tree, register_tree
 from evalkit.registry import registry
+from evalkit.results.names import check_name
 
 __all__ = [
     "DEFAULT_FILTER", "OPERATORS", "SEVERITIES", "AlertConfig", "instance", "load",
@@ -283,6 +284,11 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         raise ConfigError("source: no source configured; pick one with source=jsonl "
                           "(and source.path=...) or +experiment=quickstart")
     runner = validate_dataclass(RunnerConfig, cfg.get("runner") or {}, "runner", "runner")
+    experiment = check_name(str(cfg.get("experiment") or "default"), "experiment",
+                            "experiment name")
+    for key in ("run_id", "resume"):
+        if getattr(runner, key) is not None:
+            check_name(getattr(runner, key), f"runner.{key}")
     alerts_node = cfg.get("alerts") or []
     if not isinstance(alerts_node, (list, ListConfig)):
         raise ConfigError("alerts: expected a list of {metric, operator, value, severity}")
@@ -305,7 +311,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
             resolved[kind] = {i.name: _filled(i) for i in instances}
     resolved["runner"] = dataclasses.asdict(runner)
     return RunConfig(
-        experiment=str(cfg.get("experiment") or "default"),
+        experiment=experiment,
         runner=runner,
         source=source,
         filters=groups["filters"],

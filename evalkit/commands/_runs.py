@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from evalkit.errors import EvalkitError
+from evalkit.results.names import check_name
 from evalkit.results.runs import FINISHED, read_manifest, writer_gone
 from evalkit.results.storage import is_remote, shown_url
 
@@ -29,15 +31,21 @@ def find_run(ref: str, runs_dir: Path, command: str, unfinished: bool = False) -
         return _finished(path, command, unfinished)
     if ref == "latest":
         return latest_run(runs_dir, command)
+    missing = (f"{command}: no run '{ref}' (neither a run directory with manifest.json "
+               f"nor a run id under {runs_dir}/<experiment>/); list runs with: "
+               "evalkit query \"SELECT run_id, experiment FROM runs\"")
+    if "/" in ref or os.sep in ref or ref in (".", ".."):  # a path, and no run there
+        raise EvalkitError(missing)
+    # a run id: a name, never a path or a glob pattern
+    check_name(ref, command, example="a run id from: evalkit query \"SELECT run_id FROM "
+               "runs\", or a run directory")
     hits = sorted(p.parent for p in runs_dir.glob(f"*/{ref}/manifest.json"))
     if len(hits) == 1:
         return _finished(hits[0], command, unfinished)
     if len(hits) > 1:
         raise EvalkitError(f"{command}: run id '{ref}' is in several experiments "
                            f"({', '.join(str(h) for h in hits)}); pass the run directory")
-    raise EvalkitError(f"{command}: no run '{ref}' (neither a run directory with manifest.json "
-                       f"nor a run id under {runs_dir}/<experiment>/); list runs with: "
-                       "evalkit query \"SELECT run_id, experiment FROM runs\"")
+    raise EvalkitError(missing)
 
 
 def latest_run(runs_dir: Path, command: str) -> Path:

@@ -23,6 +23,7 @@ from typing import Any
 
 from evalkit.commands._runs import find_run, local_runs_dir
 from evalkit.errors import ConfigError, EvalkitError
+from evalkit.results.names import check_name, run_dir_of
 
 __all__ = ["add_arguments", "main", "merge", "merged_sources"]
 
@@ -155,9 +156,12 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
     register_resolvers()
     rc = config_mod.load(OmegaConf.create(config), [])
     run_id = new_run_id()
-    experiment = manifests[0]["experiment"]
-    final = runs_dir / experiment / run_id
-    work = runs_dir / experiment / f".merge-{run_id}"
+    # (the experiment comes from the shards' manifests: a name, checked, never a path)
+    experiment = check_name(manifests[0].get("experiment"),
+                            f"merge: {dirs[0] / 'manifest.json'}: experiment",
+                            "experiment name", "a shard written by evalkit run")
+    final = run_dir_of(runs_dir, experiment, run_id)
+    work = final.parent / f".merge-{run_id}"
     started = datetime.now(timezone.utc)
     writer = RunWriter(work)
     try:

@@ -59,12 +59,13 @@ def _task(cfg: DictConfig) -> dict | None:
             print(OmegaConf.to_yaml(rc.composed), end="")
             return None
         if job is not None:
+            from evalkit.results.names import run_dir_of
             from evalkit.runner.run import new_run_id
 
             run_id = rc.runner.run_id or new_run_id()
             rc = dataclasses.replace(rc, sweep=job,
                                      runner=dataclasses.replace(rc.runner, run_id=run_id))
-            run_dir = str(Path(rc.runner.runs_dir) / rc.experiment / run_id)
+            run_dir = str(run_dir_of(Path(rc.runner.runs_dir), rc.experiment, run_id))
             # the closing table names the run of a job whose process dies
             sweep.note({"job": job["job"], "event": "run", "run_dir": run_dir})
         result = execute(rc)

@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 from evalkit.config import RunConfig
 from evalkit.errors import ConfigError, EvalkitError, RunDirError
 from evalkit.redact import mask
+from evalkit.results.names import run_dir_of, run_key_of
 from evalkit.results.runs import FINISHED, LOCK, read_manifest
 from evalkit.results.writer import Progress, writing
 
@@ -243,7 +244,7 @@ def stage_remote(rc: RunConfig, run_id: str) -> Staged:
                           f"runs directory, and runner.runs_dir is on object storage "
                           f"({remote.shown}); set source.incremental=false and give the window, "
                           "or use a local runs_dir")
-    path = remote.path(rc.experiment, run_id)
+    path = remote.path(*run_key_of(rc.experiment, run_id))
     previous = remote.read_json(f"{path}/manifest.json")
     status = (previous or {}).get("status")
     if rc.runner.resume is None:
@@ -271,7 +272,7 @@ def stage_remote(rc: RunConfig, run_id: str) -> Staged:
     staged = Staged(remote, Path(tempfile.mkdtemp(prefix=f"evalkit-stage-{run_id}-")), path)
     if previous is not None:
         staged.stale = remote.files_under(path)
-        run_dir = staged.stage / rc.experiment / run_id
+        run_dir = run_dir_of(staged.stage, rc.experiment, run_id)
         run_dir.mkdir(parents=True)
         (run_dir / "manifest.json").write_text(json.dumps(previous))
     return staged

@@ -24,6 +24,7 @@ from evalkit.context import RunContext
 from evalkit.errors import EvalkitError, RunDirError, RunInterrupted
 from evalkit.plugin import ImportedScores, Reject
 from evalkit.redact import mask
+from evalkit.results.names import run_dir_of
 from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
 from evalkit.results.storage import is_remote, writer_tag
 from evalkit.results.writer import RunWriter
@@ -140,7 +141,7 @@ def execute(rc: RunConfig) -> RunResult:
 
 def _execute(rc: RunConfig, run_id: str, runs_dir: Path, staged: Staged | None,
              started: datetime, t_start: float) -> RunResult:
-    run_dir = runs_dir / rc.experiment / run_id
+    run_dir = run_dir_of(runs_dir, rc.experiment, run_id)
     cache_dir = Path(rc.runner.cache_dir or os.environ.get("EVALKIT_CACHE_DIR")
                      or Path.home() / ".cache" / "evalkit")
     ctx = RunContext(run_id=run_id, experiment=rc.experiment, run_dir=run_dir,
