@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("evalkit.commands.report", "self-contained HTML report of runs (+ Markdown, JUnit)"),
     "init": ("evalkit.commands.init", "a starter ./conf, or a plugin package (init plugin NAME)"),
     "merge": ("evalkit.commands.merge", "the shards of one run (source.shard=i/n) as one run"),
+    "label": ("evalkit.commands.label", "human labels: import a file, or draw a sample to label"),
     "compact": ("evalkit.commands.compact", "merge finished runs' judgment parts into one file"),
     "completion": ("evalkit.commands.completion", "print the shell completion script (bash, zsh)"),
 }

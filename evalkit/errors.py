@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "EvalkitError", "PluginError", "QueryError", "RunFailed", "SourceError"]
+__all__ = ["ConfigError", "EvalkitError", "PluginError", "LabelError", "QueryError", "RunFailed",
+           "SourceError"]
 
 
 class EvalkitError(Exception):
@@ -30,6 +31,11 @@ class RunDirError(EvalkitError):
 
 class QueryError(EvalkitError):
     """A query failed or tried to reach outside the runs directory."""
+
+
+class LabelError(EvalkitError):
+    """Labels cannot be imported, drawn or read (unknown records, conflicting duplicates,
+    values outside the judge's scale, a sample that does not exist)."""
 
 
 class RunFailed(EvalkitError):

@@ -16,7 +16,7 @@ __all__ = ["add_arguments", "main"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sql", help="one SELECT over the views runs, latest, records, "
-                        "judgments, metrics, alerts, rejects")
+                        "judgments, metrics, alerts, rejects, labels")
     parser.add_argument("--runs-dir", default="runs", help="the runs directory, or a URL "
                         "such as s3://BUCKET/PREFIX (default: runs)")
     parser.add_argument("--run", default=None, metavar="latest|ID",

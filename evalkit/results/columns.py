@@ -92,6 +92,22 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("reason", "string"),
         ("raw", "string"),
     ],
+    # human labels, kept for the whole runs directory (runs/_labels/): they follow records
+    # across runs by record_id (evalkit.labels)
+    "labels": [
+        ("record_id", "string"),
+        ("judge", "string"),  # the judge whose question the label answers
+        ("value", "float64"),
+        ("label", "string"),
+        ("labeler", "string"),
+        ("labelled_at", "timestamp"),
+        ("source", "string"),  # the file imported, review, or column:<name> of a run
+        ("sample_id", "string"),  # the drawn sample the record came from, if any
+        ("design", "string"),  # census, random, stratified, active; null: not drawn at random
+        ("inclusion_prob", "float64"),  # the record's chance of being drawn; null: unknown
+        ("stratum", "string"),  # its stratum in a stratified draw
+        ("imported_at", "timestamp"),
+    ],
 }
 
 _DUCKDB = {

@@ -80,8 +80,8 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
             limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with views ``runs``, ``records``, ``judgments``,
     ``metrics``, ``alerts`` and ``rejects`` over every run under ``runs_dir`` (or over
-    ``run`` only, a run directory under it), and ``latest``: the ``runs`` row of the run
-    that finished last.
+    ``run`` only, a run directory under it), ``latest``: the ``runs`` row of the run
+    that finished last, and ``labels``: the human labels kept in the runs directory.
 
     ``runs`` lists every run with its ``status`` (``running``, ``ok``, ``failed``,
     ``interrupted``); the other views hold the rows of finished (``ok``) runs only, unless
@@ -137,7 +137,24 @@ def connect(runs_dir: str | os.PathLike[str] = "runs",
     _create_view(con, "runs", sql, root)
     con.execute("CREATE VIEW latest AS SELECT * FROM runs WHERE status = 'ok' "
                 "ORDER BY finished_at DESC, run_id DESC LIMIT 1")
+    _create_labels_view(con, root)
     return con
+
+
+LABEL_PARTS = "_labels/part-*.parquet"
+"""The labels table's files under a runs directory (:mod:`evalkit.labels`)."""
+
+
+def _create_labels_view(con: duckdb.DuckDBPyConnection, root: Path) -> None:
+    """``labels``: every human label under the runs directory. Labels belong to records, not
+    to runs, so ``--run`` does not narrow them; join them on ``record_id``."""
+    parts = sorted(root.glob(LABEL_PARTS))
+    if parts:
+        listed = ", ".join(sql_literal(str(p)) for p in parts)
+        sql = f"SELECT * FROM read_parquet([{listed}], union_by_name=true)"
+    else:
+        sql = empty_select_sql("labels")
+    _create_view(con, "labels", sql, root)
 
 
 # the Parquet views a lazy connection has not made yet: name -> (run directories, root), or
@@ -243,6 +260,7 @@ def _connect_remote(url: str, run: object, include_unfinished: bool, lazy: bool,
         con.execute(f"CREATE VIEW runs AS {sql}")
         con.execute("CREATE VIEW latest AS SELECT * FROM runs WHERE status = 'ok' "
                     "ORDER BY finished_at DESC, run_id DESC LIMIT 1")
+        con.execute(f"CREATE VIEW labels AS {empty_select_sql('labels')}")  # (local only)
 
     # (no directory is allowed at all)
     con = sandboxed_connection(limits=limits, prepare=prepare)

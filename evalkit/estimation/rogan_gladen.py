@@ -1,0 +1,61 @@
+"""A prevalence corrected for a binary judge's misclassification (Rogan and Gladen, Am. J.
+Epidemiol. 1978), with the interval of Lee, Zeng, Jeong, Sohn and Lee, "How to Correctly
+Report LLM-as-a-Judge Evaluations" (arXiv:2511.21140, 2025), which counts the uncertainty of
+both the judge's rate and of its sensitivity and specificity estimated from human labels.
+
+With ``p`` the share of the ``n`` records the judge flags, and on the labelled records
+sensitivity ``q1`` (flagged among the ``m1`` the humans flag) and specificity ``q0``
+(not flagged among the ``m0`` the humans pass)::
+
+    theta = (p + q0 - 1) / (q0 + q1 - 1)
+
+The interval is the delta method's around the estimate made from adjusted proportions
+(``p`` with z^2/2 added to each side, ``q0``, ``q1`` with one added to each side), which
+keeps it from collapsing when a count is 0 or at its maximum::
+
+    var = [p(1-p)/n + (1-theta)^2 q0(1-q0)/m0 + theta^2 q1(1-q1)/m1] / (q0 + q1 - 1)^2
+
+clipped to [0, 1]. It is refused when a class has fewer than ``min_per_class`` labels or the
+judge is no better than chance (q0 + q1 <= 1: the correction divides by that)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evalkit.estimation._estimate import Estimate, z_value
+
+
+def rogan_gladen(judge_flags: np.ndarray, y: np.ndarray, f: np.ndarray,
+                 confidence: float = 0.95, min_per_class: int = 5) -> Estimate:
+    """The corrected share of records humans would flag. ``judge_flags``: the judge's 0/1
+    verdict on every record; ``y`` and ``f``: the human's and the judge's 0/1 verdicts on
+    the labelled ones."""
+    flags, y, f = (np.asarray(a, dtype=float) for a in (judge_flags, y, f))
+    n = len(flags)
+    m1, m0 = int((y == 1).sum()), int((y == 0).sum())
+    details = {"n": n, "m1": m1, "m0": m0}
+    if min(m0, m1) < min_per_class:
+        return Estimate.refused("rogan_gladen", f"too few labels in a class ({m1} flagged, "
+                                f"{m0} not, by the humans; at least {min_per_class} each)",
+                                **details)
+    p = float(flags.mean())
+    q1 = float(((f == 1) & (y == 1)).sum() / m1)
+    q0 = float(((f == 0) & (y == 0)).sum() / m0)
+    details.update({"judge_rate": p, "sensitivity": q1, "specificity": q0})
+    if q0 + q1 <= 1:
+        return Estimate.refused("rogan_gladen", f"the judge is no better than chance on the "
+                                f"labelled records (sensitivity {q1:.3g} + specificity "
+                                f"{q0:.3g} <= 1)", **details)
+    z = z_value(confidence)
+    pt = (n * p + z * z / 2) / (n + z * z)
+    q1t = (m1 * q1 + 1) / (m1 + 2)
+    q0t = (m0 * q0 + 1) / (m0 + 2)
+    youden = q0t + q1t - 1
+    value = float(np.clip((p + q0 - 1) / (q0 + q1 - 1), 0.0, 1.0))
+    centre = float(np.clip((pt + q0t - 1) / youden, 0.0, 1.0))
+    var = (pt * (1 - pt) / n + (1 - centre) ** 2 * q0t * (1 - q0t) / m0
+           + centre ** 2 * q1t * (1 - q1t) / m1) / youden ** 2
+    half = z * float(np.sqrt(var))
+    details["youden"] = q0 + q1 - 1
+    return Estimate("rogan_gladen", value, max(0.0, centre - half), min(1.0, centre + half),
+                    details)

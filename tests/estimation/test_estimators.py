@@ -1,0 +1,142 @@
+"""The estimators against their references: ppi_py for PPI++, exact finite-population
+checks for the IPW forms, and the Rogan–Gladen correction's algebra."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evalkit.estimation import (
+    expected_half_widths,
+    human_mean,
+    ipw_mean,
+    judge_mean,
+    ppi_mean,
+    rogan_gladen,
+)
+
+ppi_py = pytest.importorskip("ppi_py")
+
+
+def _sample(seed: int, n: int, big_n: int, binary: bool):
+    rng = np.random.default_rng(seed)
+    truth = rng.random(n + big_n) < 0.3 if binary else rng.normal(2.0, 1.0, n + big_n)
+    truth = truth.astype(float)
+    noise = rng.random(n + big_n) < 0.2
+    judge = np.where(noise, 1 - truth, truth) if binary else \
+        0.7 * truth + rng.normal(0.0, 0.8, n + big_n)
+    return truth[:n], judge[:n], judge[n:]
+
+
+@pytest.mark.parametrize("binary", [True, False])
+@pytest.mark.parametrize("seed,n,big_n", [(0, 30, 270), (1, 200, 5000), (2, 7, 40)])
+@pytest.mark.parametrize("confidence", [0.9, 0.95])
+def test_ppi_plus_plus_equals_ppi_py(binary, seed, n, big_n, confidence):
+    y, f, f_u = _sample(seed, n, big_n, binary)
+    est = ppi_mean(y, f, f_u, confidence)
+    assert est.value == pytest.approx(float(ppi_py.ppi_mean_pointestimate(y, f, f_u)[0]),
+                                      abs=1e-9)
+    low, high = ppi_py.ppi_mean_ci(y, f, f_u, alpha=1 - confidence)
+    assert est.low == pytest.approx(float(low[0]), abs=1e-9)
+    assert est.high == pytest.approx(float(high[0]), abs=1e-9)
+    assert 0.0 <= est.details["lambda"] <= 1.0
+
+
+def test_ppi_with_a_fixed_lambda_equals_ppi_py_and_lambda_zero_is_human_only():
+    y, f, f_u = _sample(3, 40, 400, True)
+    for lam in (0.0, 0.5, 1.0):
+        est = ppi_mean(y, f, f_u, 0.95, lam=lam)
+        low, high = ppi_py.ppi_mean_ci(y, f, f_u, alpha=0.05, lam=lam)
+        assert (est.low, est.high) == pytest.approx((float(low[0]), float(high[0])), abs=1e-9)
+    assert ppi_mean(y, f, f_u, 0.95, lam=0.0).value == pytest.approx(y.mean())
+
+
+def test_ppi_refuses_fewer_than_two_labels_and_a_census_is_exact():
+    assert ppi_mean(np.array([1.0]), np.array([1.0]), np.zeros(5)).undefined
+    est = ppi_mean(np.array([1.0, 0.0, 1.0]), np.array([1.0, 1.0, 0.0]), np.zeros(0))
+    assert est.value == est.low == est.high == pytest.approx(2 / 3)
+
+
+def test_a_constant_judge_gives_lambda_zero():
+    y = np.array([1.0, 0.0, 1.0, 1.0])
+    est = ppi_mean(y, np.ones(4), np.ones(10))
+    assert est.details["lambda"] == 0.0 and est.value == pytest.approx(0.75)
+
+
+def _population(seed: int, big_n: int = 2000):
+    rng = np.random.default_rng(seed)
+    y = (rng.random(big_n) < 0.25).astype(float)
+    f = np.clip(0.6 * y + rng.normal(0.2, 0.2, big_n), 0, 1)
+    return y, f
+
+
+def test_stratified_ipw_is_unbiased_and_covers_over_repeated_draws():
+    y_all, f_all = _population(4)
+    strata_all = (f_all > 0.5).astype(int)
+    sizes = {0: 40, 1: 40}  # equal counts from unequal strata: unequal probabilities
+    rng = np.random.default_rng(5)
+    values, covered = [], 0
+    for _ in range(400):
+        idx = np.concatenate([rng.choice(np.flatnonzero(strata_all == s), k, replace=False)
+                              for s, k in sizes.items()])
+        pi = np.array([sizes[s] / np.count_nonzero(strata_all == s) for s in strata_all[idx]])
+        est = ipw_mean(f_all, idx, y_all[idx], pi, strata_all[idx], 0.9)
+        values.append(est.value)
+        covered += est.low <= y_all.mean() <= est.high
+    assert np.mean(values) == pytest.approx(y_all.mean(), abs=0.005)
+    assert 0.86 <= covered / 400 <= 0.94
+
+
+def test_poisson_ipw_is_unbiased_and_covers_over_repeated_draws():
+    y_all, f_all = _population(6)
+    pi_all = np.clip(0.02 + 0.15 * (1 - np.abs(f_all - 0.5) * 2), 0.01, 1)
+    rng = np.random.default_rng(7)
+    values, covered, human = [], 0, []
+    for _ in range(400):
+        idx = np.flatnonzero(rng.random(len(y_all)) < pi_all)
+        est = ipw_mean(f_all, idx, y_all[idx], pi_all[idx], None, 0.9)
+        values.append(est.value)
+        covered += est.low <= y_all.mean() <= est.high
+        human.append(ipw_mean(f_all, idx, y_all[idx], pi_all[idx], None, 0.9,
+                              use_judge=False).half_width / est.half_width)
+    assert np.mean(values) == pytest.approx(y_all.mean(), abs=0.005)
+    assert 0.86 <= covered / 400 <= 0.94
+    assert np.median(human) > 1  # the judge narrows the interval
+
+
+def test_ipw_with_every_record_labelled_is_exact():
+    y_all, f_all = _population(8, 50)
+    idx = np.arange(50)
+    est = ipw_mean(f_all, idx, y_all, np.ones(50), None)
+    assert est.value == est.low == est.high == pytest.approx(y_all.mean())
+
+
+def test_rogan_gladen_inverts_a_known_misclassification():
+    # 1000 records, truth 30% flagged; the judge finds 80% of them and passes 90% of the rest
+    flags = np.array([1] * 240 + [0] * 60 + [1] * 70 + [0] * 630, dtype=float)
+    y = np.array([1] * 10 + [0] * 20, dtype=float)
+    f = np.array([1] * 8 + [0] * 2 + [1] * 2 + [0] * 18, dtype=float)
+    est = rogan_gladen(flags, y, f, 0.95)
+    p, q1, q0 = 0.31, 0.8, 0.9
+    assert est.value == pytest.approx((p + q0 - 1) / (q0 + q1 - 1))
+    assert est.low < est.value < est.high
+    assert est.details["sensitivity"] == pytest.approx(q1)
+
+
+def test_rogan_gladen_refuses_a_chance_judge_and_too_few_labels():
+    flags = np.array([1, 0] * 50, dtype=float)
+    y = np.array([1] * 6 + [0] * 6, dtype=float)
+    assert "chance" in rogan_gladen(flags, y, np.array([0, 1] * 6, dtype=float)).undefined
+    assert "too few" in rogan_gladen(flags, y[:8], y[:8]).undefined
+
+
+def test_judge_and_human_means_use_wilson_for_verdicts():
+    est = judge_mean(np.array([1.0, 0.0, 0.0, 0.0]))
+    assert est.details["ci_method"] == "wilson" and est.value == 0.25
+    assert human_mean(np.array([0.0, 0.0, 0.0])).high > 0
+
+
+def test_expected_half_width_shrinks_with_correlation_and_budget():
+    widths = expected_half_widths(100, 1000, 0.3)
+    assert widths[0.0] > widths[0.5] > widths[0.8]
+    assert expected_half_widths(400, 1000, 0.3)[0.0] < widths[0.0]
