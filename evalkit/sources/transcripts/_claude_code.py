@@ -4,10 +4,13 @@ table."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from evalkit.sources._json_lines import Line
 from evalkit.sources.transcripts._turns import INTERRUPT_MARKS, Chain, ToolCall, Turn, block_text
@@ -21,6 +24,22 @@ _COMMAND = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
 _ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _BASH = re.compile(r"<bash-input>(.*?)</bash-input>", re.S)
 _SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
+# context an IDE extension or Claude Code adds to a prompt as blocks of their own: not typed
+_INJECTED = ("<ide_opened_file>", "<ide_selection>", "<system-reminder>")
+
+
+def _fingerprints(event: dict[str, Any], content: Any) -> list[str]:
+    """One key per content block of an event: its kind, chain, time, message id and the
+    block itself. A resumed session's file repeats earlier events, sometimes under new uuids
+    and with a message's blocks regrouped; a block met again at the same time is a repeat."""
+    when = event.get("timestamp")
+    if not isinstance(when, str):
+        return []
+    head = f"{event.get('type')}|{bool(event.get('isSidechain'))}|{when}|" \
+        f"{(event.get('message') or {}).get('id') or ''}|".encode()
+    blocks = content if isinstance(content, list) else [content]
+    return ["fp:" + hashlib.blake2b(head + orjson.dumps(b, option=orjson.OPT_SORT_KEYS),
+                                    digest_size=12).hexdigest() for b in blocks]
 
 
 @dataclass
@@ -100,13 +119,17 @@ def claude_turns(events: Iterable[Line], limit: int, seen: set[str] | None = Non
             problems.append((line, f"expected a JSON object per line, got "
                              f"{type(event).__name__}", raw))
             continue
-        uid = event.get("uuid")
-        if isinstance(uid, str):
-            if uid in seen:
-                counts["repeated_events"] += 1
-                continue
-            seen.add(uid)
         kind = event.get("type")
+        uid = event.get("uuid")
+        message = event.get("message")
+        keys = _fingerprints(event, message.get("content")) \
+            if kind in ("user", "assistant") and isinstance(message, dict) else []
+        if (isinstance(uid, str) and uid in seen) or (keys and all(k in seen for k in keys)):
+            counts["repeated_events"] += 1
+            continue
+        if isinstance(uid, str):
+            seen.add(uid)
+        seen.update(keys)
         session_id = session_id or event.get("sessionId")
         for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
             if event.get(key) and name not in meta:
@@ -114,7 +137,6 @@ def claude_turns(events: Iterable[Line], limit: int, seen: set[str] | None = Non
         if kind not in ("user", "assistant"):
             counts["ignored_events"] += 1
             continue
-        message = event.get("message")
         if not isinstance(message, dict):
             problems.append((line, f"a '{kind}' event without a message object", raw))
             continue
@@ -134,7 +156,8 @@ def claude_turns(events: Iterable[Line], limit: int, seen: set[str] | None = Non
                                       bool(block.get("is_error")), line, when)
                 else:
                     texts.append(block_text([block] if isinstance(block, dict) else block))
-            text = "\n".join(t for t in texts if t).strip()
+            typed = [t for t in texts if t and not t.lstrip().startswith(_INJECTED)]
+            text = "\n".join(typed or [t for t in texts if t]).strip()
             if text and not _user_text(chain, text, when, line):
                 counts["ignored_events"] += 1
             continue

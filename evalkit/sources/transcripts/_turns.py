@@ -56,7 +56,10 @@ class Turn:
     trigger: str | None = None  # one of TRIGGERS; None: no prompt before the reply
     texts: list[tuple[int, str]] = field(default_factory=list)  # (position, text)
     calls: list[ToolCall] = field(default_factory=list)
-    results_at: int = -1  # position of the last tool result (text after it is the answer)
+    # positions of the last tool result and the last tool call: text after both is the answer
+    # (text before a call is narration; a turn that stops at a call has no answer)
+    results_at: int = -1
+    calls_at: int = -1
     orphans: list[ToolCall] = field(default_factory=list)  # results naming no call of the turn
     model: str | None = None
     last_time: str | None = None
@@ -202,6 +205,7 @@ class Chain:
 
     def call(self, turn: Turn, call: ToolCall) -> None:
         turn.position += 1
+        turn.calls_at = turn.position
         turn.calls.append(call)
 
     def _close(self) -> None:
@@ -250,7 +254,8 @@ def turn_record(turn: Turn, *, session_id: str, index: int, source: str, fmt: st
                 extra: dict[str, Any] | None = None, agent: str | None = None
                 ) -> dict[str, Any]:
     """The record of one turn (``agent``: the sub-agent whose file a sidechain came from)."""
-    answer = [t for pos, t in turn.texts if pos > turn.results_at and t.strip()]
+    after = max(turn.results_at, turn.calls_at)
+    answer = [t for pos, t in turn.texts if pos > after and t.strip()]
     output = "\n\n".join(answer) if answer else None
     calls = [*turn.calls, *turn.orphans]
     context = [f"[{c.name}{' error' if c.ok is False else ''}] {c.result}"
