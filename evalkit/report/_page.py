@@ -400,22 +400,30 @@ def across_runs(runs: list[RunData], verdicts: list[dict[str, Any]], note: str) 
     """Each headline metric across the runs (forest plots) and compare's verdicts against the
     first run."""
     names = list(dict.fromkeys(m["metric"] for r in runs for m in headline_rows(r)))
-    charts = []
+    labels = run_labels(runs)
+    by_id = {r.run_id: label for r, label in zip(runs, labels, strict=True)}
+    charts, empty = [], []
     for name in names[:30]:
-        labels, vals, lows, highs = [], [], [], []
+        vals, lows, highs = [], [], []
         for r in runs:
             m = _by_key(r.metrics).get((name, "all"))
-            labels.append(_run_label(r))
             vals.append(m["value"] if m else None)
             lows.append(m["ci_low"] if m else None)
             highs.append(m["ci_high"] if m else None)
+        if all(v is None or not math.isfinite(v) for v in vals):
+            empty.append(name)  # a chart of "undefined" rows says nothing: named below
+            continue
         charts.append(chart(f"runs:{name}", _charts.forest(labels, vals, lows, highs,
                                                            f"{name} across runs (95% CI)")))
     body = f'<div class="grid">{"".join(charts)}</div>'
+    if empty:
+        body += (f"<p class='note'>No run has a value for {e(', '.join(empty))} (each run's "
+                 "metrics table says why).</p>")
     rows = []
     for v in verdicts:
         sig = {True: "yes", False: "no", None: ""}[v.get("significant")]
-        rows.append(f"<tr><td>{e(v['run'])}</td><td>{e(v['metric'])}</td><td>{e(v['slice'])}"
+        run_name = by_id.get(v["run"], v["run"])
+        rows.append(f"<tr><td>{e(run_name)}</td><td>{e(v['metric'])}</td><td>{e(v['slice'])}"
                     f"</td><td class='num'>{e(fmt(v['a']))}</td><td class='num'>{e(fmt(v['b']))}"
                     f"</td><td class='num'>{e(fmt(v['delta']))}</td><td class='ci'>"
                     f"{e(ci_text(v['ci_low'], v['ci_high']) or v.get('note') or '')}</td>"
@@ -429,13 +437,34 @@ def across_runs(runs: list[RunData], verdicts: list[dict[str, Any]], note: str) 
     return section("across", "Across runs", body)
 
 
-def _run_label(run: RunData) -> str:
-    """The run id and what its command line set (its sweep values), shortened."""
-    overrides = [o for o in run.manifest.get("overrides") or []
-                 if not o.startswith(("+experiment=", "experiment=", "runner.", "hydra."))]
-    short = [o.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + o.split("=", 1)[1]
-             if "=" in o else o for o in overrides]
-    return f"{run.run_id}" + (f" · {', '.join(short)}" if short else "")
+_SET_ASIDE = ("experiment=", "runner.", "hydra.", "hydra/")
+
+
+def run_labels(runs: list[RunData]) -> list[str]:
+    """Each run named by the overrides of its command line that the others do not share (a
+    sweep's values: ``threshold=0.8``), the last key part only unless two differing keys end
+    alike; the run id when no override tells the runs apart."""
+    def overrides(run: RunData) -> dict[str, str]:
+        out = {}
+        for o in run.manifest.get("overrides") or []:
+            key, eq, value = str(o).lstrip("+~").partition("=")
+            if eq and not f"{key}=".startswith(_SET_ASIDE):
+                out[key] = value
+        return out
+
+    each = [overrides(r) for r in runs]
+    keys = list(dict.fromkeys(k for o in each for k in o))
+    differ = [k for k in keys if len({o.get(k) for o in each}) > 1] if len(runs) > 1 else keys
+    tails = [k.rsplit(".", 1)[-1] for k in differ]
+    short = {k: (t if tails.count(t) == 1 else k) for k, t in zip(differ, tails, strict=True)}
+    labels = []
+    for run, o in zip(runs, each, strict=True):
+        parts = [f"{short[k]}={o[k]}" if k in o else f"{short[k]} unset" for k in differ]
+        labels.append(", ".join(parts) or run.run_id)
+    if len(set(labels)) < len(labels):  # same overrides (a run repeated): ids tell them apart
+        labels = [f"{label} · {run.run_id}" if label != run.run_id else label
+                  for label, run in zip(labels, runs, strict=True)]
+    return labels
 
 
 def page(runs: list[RunData], across: str) -> str:
@@ -446,8 +475,9 @@ def page(runs: list[RunData], across: str) -> str:
     tabs = ""
     if len(runs) > 1:
         tabs = '<nav class="tabs">' + "".join(
-            f'<button data-tab="{k}"{" class=on" if k == 0 else ""}>{e(_run_label(r))}</button>'
-            for k, r in enumerate(runs)) + "</nav>"
+            f'<button data-tab="{k}"{" class=on" if k == 0 else ""} title="{e(r.run_id)}">'
+            f'{e(label)}</button>'
+            for k, (r, label) in enumerate(zip(runs, run_labels(runs), strict=True))) + "</nav>"
     bodies = "".join(
         f'<div class="run" data-run="{k}" data-run-id="{e(r.run_id)}"'
         f'{"" if k == 0 else " hidden"}><h1 class="runtitle">{e(r.experiment)} · '

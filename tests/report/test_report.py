@@ -127,6 +127,31 @@ def test_sweep_gets_one_page_with_compare_verdicts(runs: Runs) -> None:
         [(r["metric"], r["slice"]) for r in rows]
     md = (runs.sweep_page / "report.md").read_text()
     assert "Against the first run" in md and runs.sweep[1].name in md
+    # each run is named by what differs (the swept value), not the first, shared override
+    tabs = re.findall(r'<button data-tab="\d"[^>]*>([^<]*)</button>', text)
+    assert tabs == ["threshold=0.5", "threshold=0.9"]
+    assert "<tr><td>threshold=0.9</td>" in table
+    assert ">undefined<" not in text
+
+
+def test_runs_are_named_by_the_overrides_that_differ() -> None:
+    from types import SimpleNamespace
+
+    from evalkit.report._page import run_labels
+
+    def run(run_id, *overrides):
+        return SimpleNamespace(run_id=run_id, manifest={"overrides": list(overrides)})
+
+    shared = ("+experiment=quickstart", "++source.path=a_long/shared/path.jsonl")
+    assert run_labels([run("a", *shared, "++judges.x.threshold=0.5", "runner.summary=false"),
+                       run("b", *shared, "++judges.x.threshold=0.8")]) == \
+        ["threshold=0.5", "threshold=0.8"]
+    # two differing keys ending alike keep their whole names; a key one run lacks says so
+    assert run_labels([run("a", "judges.x.threshold=1", "judges.y.threshold=2"),
+                       run("b", "judges.x.threshold=3")]) == \
+        ["judges.x.threshold=1, judges.y.threshold=2", "judges.x.threshold=3, "
+         "judges.y.threshold unset"]
+    assert run_labels([run("a", *shared), run("b", *shared)]) == ["a", "b"]
 
 
 def test_drill_down_says_what_was_cut(runs: Runs, tmp_path: Path) -> None:
@@ -250,3 +275,20 @@ def test_offline_stand_ins_are_marked_on_the_page_and_in_the_markdown(tmp_path: 
     (plain,) = (quick / "runs" / "quickstart").iterdir()
     assert "[offline]" not in (plain / "report.html").read_text()
     assert "OFFLINE" not in (plain / "report.md").read_text()
+
+
+def test_a_metric_no_run_has_gets_a_note_not_a_chart_of_undefined() -> None:
+    from types import SimpleNamespace
+
+    from evalkit.report._page import across_runs
+
+    def run(run_id, threshold, value):
+        return SimpleNamespace(run_id=run_id, manifest={"overrides": [f"x.t={threshold}"]},
+                               metrics=[{"metric": "edit_rate", "slice": "all", "value": None,
+                                         "ci_low": None, "ci_high": None, "plugin": "edit_rate"},
+                                        {"metric": "echo_rate", "slice": "all", "value": value,
+                                         "ci_low": None, "ci_high": None, "plugin": "rate"}])
+
+    text = across_runs([run("a", 1, 0.2), run("b", 2, 0.3)], [], "")
+    assert charts(text) == ["runs:echo_rate"]
+    assert "undefined" not in text and "No run has a value for edit_rate" in text
