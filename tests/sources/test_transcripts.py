@@ -397,3 +397,25 @@ def test_a_turn_without_an_answer_says_whether_the_session_went_on(ctx, tmp_path
     first, second = records(ctx, log.write(tmp_path / "s.jsonl"))
     assert "the session went on" in first["status_message"]
     assert "the session stopped" in second["status_message"]
+
+
+def test_api_errors_retried_are_counted_on_the_turn(ctx, tmp_path):
+    """Claude Code records each failed attempt (system api_error, retryAttempt of maxRetries)
+    and, when it gives up, an isApiErrorMessage reply; a retry that succeeds answers."""
+    retry = {"type": "system", "subtype": "api_error", "level": "error",
+             "error": {"status": 529, "message": "529 overloaded_error"}, "retryInMs": 1000,
+             "maxRetries": 10, "isSidechain": False, "sessionId": SID}
+    log = Log().user("Add the header.")
+    for attempt in (1, 2):
+        log.raw(json.dumps({**retry, "retryAttempt": attempt, "uuid": f"r{attempt}",
+                            "timestamp": f"2026-11-03T09:00:0{attempt + 1}.500Z"}))
+    log.assistant(text("Header added."), mid="m1").user("And the footer?").assistant(
+        text("API Error: 529 overloaded"), model="<synthetic>", isApiErrorMessage=True)
+    src = source(ctx, path=str(log.write(tmp_path / "s.jsonl")))
+    first, second = [dict(r, metadata=json.loads(r["metadata"]))
+                     for r in read_all(src).to_pylist()]
+    assert (first["output"], first["level"], first["metadata"]["api_errors"]) == (
+        "Header added.", "DEFAULT", 2)
+    assert first["status_message"] is None
+    assert (second["level"], second["metadata"]["api_errors"]) == ("ERROR", 1)
+    assert src.counts["api_retries"] == 2 and "ignored_events" not in src.counts

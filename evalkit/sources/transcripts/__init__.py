@@ -242,7 +242,7 @@ class TranscriptsSource(Source):
         cfg = self.config
         for line, reason, raw in parsed.problems:
             yield self._reject(f"{path}:{line}", reason, raw)
-        for key in ("ignored_events", "repeated_events", "local_commands"):
+        for key in ("ignored_events", "repeated_events", "local_commands", "api_retries"):
             self._count(key, parsed.counts.get(key, 0))
         if not parsed.events and parsed.counts.get("repeated_events"):
             yield self._reject(str(path), "every event of this file was read already from "

@@ -134,6 +134,13 @@ def claude_turns(events: Iterable[Line], limit: int, seen: set[str] | None = Non
         for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
             if event.get(key) and name not in meta:
                 meta[name] = event[key]
+        if kind == "system" and event.get("subtype") == "api_error":
+            # a failed API call Claude Code retries (retryAttempt of maxRetries): the turn's
+            current = chains[bool(event.get("isSidechain"))].current
+            if current is not None:
+                current.api_errors += 1
+            counts["api_retries"] = counts.get("api_retries", 0) + 1
+            continue
         if kind not in ("user", "assistant"):
             counts["ignored_events"] += 1
             continue
