@@ -267,7 +267,15 @@ def plain_override(arg: str) -> str:
 
 
 def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
-    """Validate the composed config; raise :class:`ConfigError` on the first problem."""
+    """Validate the composed config; raise :class:`ConfigError` on the first problem.
+
+    ``cfg`` itself is left unresolved: in a sweep, Hydra hands it back to the launcher in the
+    job's return value, which submitit pickles to shared disk and Ray keeps in its object
+    store, so a value resolved from the environment (a key, a URL's password) must not be
+    written into it."""
+    import copy
+
+    cfg = copy.deepcopy(cfg)
     try:
         OmegaConf.resolve(cfg)
     except OmegaConfBaseException as exc:

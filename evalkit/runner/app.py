@@ -141,9 +141,11 @@ def main(argv: list[str]) -> None:
     sys.argv = ["evalkit run", *argv]
     import warnings
 
-    # evalkit's hydra/launcher/ray.yaml extends the Ray plugin's schema of the same name, as
-    # meant (hydra_plugins/evalkit_ray_launcher); Hydra 1.3 still merges them, with a warning
-    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against")
+    # evalkit's hydra/launcher/ray.yaml (and submitit_*.yaml) extend the plugins' schemas of
+    # the same name, as meant (hydra_plugins/evalkit_*_launcher); Hydra 1.3 still merges them,
+    # with a warning
+    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/(ray|submitit_slurm|"
+                            r"submitit_local)' is validated against")
     from evalkit.runner import sweep
 
     try:

@@ -7,8 +7,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -158,7 +161,8 @@ def _execute(rc: RunConfig, run_id: str, runs_dir: Path, staged: Staged | None,
     run = claim(run_dir, run_id, rc)
     finished = False
     try:
-        result = _run(rc, ctx, plugins, run, started, t_start, staged)
+        with terminate_as_interrupt():
+            result = _run(rc, ctx, plugins, run, started, t_start, staged)
         finished = True
     except KeyboardInterrupt:
         if staged is not None:
@@ -170,6 +174,25 @@ def _execute(rc: RunConfig, run_id: str, runs_dir: Path, staged: Staged | None,
     finally:
         run.release(finished)
     return result
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the run as Ctrl-C does: it is marked ``interrupted`` (and resumable) by
+    the process itself. That is how a scheduler stops a job (``scancel``, ``kill``, a
+    container stopped): a run on another machine cannot be told dead from its process id."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass
