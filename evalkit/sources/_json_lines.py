@@ -27,6 +27,17 @@ class Line:
     problem: str | None = None
 
 
+def _honest(raw: str, problem: str) -> str:
+    """Why a line is not JSON, said as it is: a ``//`` or ``#`` comment is named as one, and
+    only an object that never closes may have been cut off mid-write."""
+    text = raw.strip()
+    if text.startswith(("//", "#")):
+        return f"a comment line ({text[:2]}): JSON Lines has no comments; remove the line"
+    if text.startswith("{") and not text.endswith("}"):
+        return f"{problem} (the object never closes: cut off mid-write?)"
+    return problem
+
+
 def json_lines(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Line]:
     """The lines of ``path``; a line that is not JSON, not UTF-8 or over ``max_line_bytes``
     comes with its ``problem`` (and a null value), as does damaged gzip data (then the file
@@ -49,6 +60,6 @@ def json_lines(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Lin
             try:
                 yield Line(number, orjson.loads(data), raw)
             except orjson.JSONDecodeError as exc:
-                yield Line(number, None, raw, decode_problem(data, exc))
+                yield Line(number, None, raw, _honest(raw, decode_problem(data, exc)))
         if source.fault is not None:
             yield Line(number + 1, None, "", source.fault_message())

@@ -58,18 +58,6 @@ class Parsed:
         return self.counts.get("events", 0)
 
 
-def line_problem(item: Line) -> str:
-    """Why a line cannot be read, said honestly: a ``//`` comment is not a cut-off write."""
-    raw = item.raw.lstrip()
-    if raw.startswith(("//", "#")):
-        return (f"a comment line ({raw[:2]}): JSON Lines has no comments; remove the line "
-                "(the rest of the file is read)")
-    if raw.startswith("{") and not raw.rstrip().endswith("}"):
-        return f"{item.problem}: the object never closes (cut off mid-write?); the rest of " \
-            "the file is read"
-    return f"{item.problem}; the rest of the file is read"
-
-
 def _user_text(chain: Chain, text: str, when: str | None, line: int) -> bool:
     """Route the text of a user event; False when it was Claude Code's, not the user's."""
     if text.startswith(INTERRUPT_MARKS):
@@ -113,7 +101,7 @@ def claude_turns(events: Iterable[Line], limit: int, seen: set[str] | None = Non
     for item in events:
         line, event, raw = item.number, item.value, item.raw
         if item.problem is not None:
-            problems.append((line, line_problem(item), raw))
+            problems.append((line, f"{item.problem}; the rest of the file is read", raw))
             continue
         if not isinstance(event, dict):
             problems.append((line, f"expected a JSON object per line, got "

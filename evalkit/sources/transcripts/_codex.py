@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from evalkit.sources._json_lines import Line
-from evalkit.sources.transcripts._claude_code import Parsed, line_problem
+from evalkit.sources.transcripts._claude_code import Parsed
 from evalkit.sources.transcripts._openai_chat import arguments
 from evalkit.sources.transcripts._turns import Chain, ToolCall, block_text
 
@@ -79,7 +79,7 @@ def codex_turns(read: Callable[[], Iterator[Line]], limit: int) -> Parsed:
     for item in read():
         line, event = item.number, item.value
         if item.problem is not None:
-            problems.append((line, line_problem(item), item.raw))
+            problems.append((line, f"{item.problem}; the rest of the file is read", item.raw))
             continue
         if not isinstance(event, dict):
             problems.append((line, f"expected a JSON object per line, got "
