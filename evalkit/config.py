@@ -16,7 +16,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from evalkit.checks import check_one_of, check_unit_interval
 from evalkit.errors import ConfigError
-from evalkit.redact import mask_override, mask_tree, register_tree
+from evalkit.redact import mask, mask_override, mask_tree, register_env_resolver, register_tree
 from evalkit.registry import registry
 from evalkit.results.names import check_name
 
@@ -246,9 +246,11 @@ def plain_override(arg: str) -> str:
             not re.match(r"\s*\w+\(", value):  # (a sweep function's keywords: range(start=0))
         # Hydra's grammar takes no '=' in a bare value (a URL's query string): it would fail
         # with "mismatched input '='" and exit 1
+        # (the value is shown masked: a URL's query string holds tokens, its user-info a
+        # password)
         raise ConfigError(f"{key.lstrip('+~')}: the value holds '=', which Hydra reads only "
-                          f"quoted; write \"{key}='{value}'\" (the double quotes for the "
-                          "shell)")
+                          f"quoted; write \"{key}='{mask(value)}'\" (the double quotes for "
+                          "the shell)")
     if eq and group in ("experiment", "source", "runner", *_INSTANCE_GROUPS) and \
             any(re.fullmatch(r"[-+]?(\.?[0-9][0-9_.eE+-]*|inf|nan)|true|false|null|~", item, re.I)
                 for item in re.split(r"[\[\],\s]+", value) if item):
@@ -276,6 +278,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
     import copy
 
     cfg = copy.deepcopy(cfg)
+    register_env_resolver()  # every value read from the environment is masked from now on
     try:
         OmegaConf.resolve(cfg)
     except OmegaConfBaseException as exc:

@@ -5,7 +5,10 @@ What counts as a secret (the class, not a list of known keys):
 - the value of every environment variable with a secret-looking name (``*_API_KEY``,
   ``*SECRET*``, ``*PASSWORD*``, ``*_TOKEN``, ...), and of every config key with such a name;
 - values registered while a run is set up: the key an LLM judge reads from the variable
-  its ``api_key_env`` names, the credentials inside an ``api_base``;
+  its ``api_key_env`` names, the credentials inside an ``api_base``, and every value a
+  config reads from the environment (``${oc.env:NAME}``, :func:`register_env_resolver`),
+  whatever the variable's name, but evalkit's own settings and the variables listed in
+  ``EVALKIT_PUBLIC_ENV``;
 - in any text: the user-info of a URL (``https://user:key@host``), the values of secret-ish
   query parameters (``?key=``, ``&api_key=``, ``token``, ``sig``, ...), the credentials of an
   ``Authorization``/``x-api-key`` header or a ``Bearer`` token echoed back by a server, and
@@ -24,9 +27,9 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
-    "MASK", "OVERRIDE_ENV", "REDACTED", "SECRET_NAME", "hide_secret_overrides", "is_secret_name",
-    "mask", "mask_override", "mask_tree", "register_secret", "register_tree", "register_url",
-    "secret_values",
+    "MASK", "OVERRIDE_ENV", "PUBLIC_ENV", "REDACTED", "SECRET_NAME", "hide_secret_overrides",
+    "is_secret_name", "mask", "mask_override", "mask_tree", "register_env_resolver",
+    "register_secret", "register_tree", "register_url", "secret_values",
 ]
 
 REDACTED = "***redacted***"
@@ -53,6 +56,12 @@ _KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
 
 _registered: set[str] = set()
 
+PUBLIC_ENV = "EVALKIT_PUBLIC_ENV"  # comma-separated variables whose values are not secrets
+# variables that hold no secret: where things are, who runs them (evalkit's own settings,
+# EVALKIT_*, are public too unless secret-named or a hidden override)
+_PUBLIC_VARIABLES = frozenset({"HOME", "USER", "LOGNAME", "PWD", "TMPDIR", "TEMP", "TMP",
+                               "LANG", "LC_ALL", "TZ", "HOSTNAME", "SHELL", "PATH"})
+
 
 def is_secret_name(name: str) -> bool:
     """Whether a variable or config key of this name holds a secret."""
@@ -64,6 +73,41 @@ def register_secret(value: Any) -> None:
     variable ``api_key_env`` names, credentials inside a URL)."""
     if isinstance(value, str) and len(value) >= _MIN_SECRET:
         _registered.add(value)
+
+
+def _public_variable(name: str) -> bool:
+    listed = {v.strip() for v in os.environ.get(PUBLIC_ENV, "").split(",") if v.strip()}
+    if name in listed or name in _PUBLIC_VARIABLES:
+        return True
+    return name.startswith("EVALKIT_") and not name.startswith(OVERRIDE_ENV) and \
+        not is_secret_name(name)
+
+
+def register_env_resolver() -> None:
+    """Make OmegaConf's ``${oc.env:NAME}`` register the value it reads as a secret, so it is
+    masked wherever it is printed or stored (an alert's message, an error, the manifest),
+    whatever NAME is called. Public variables (``HOME``, ``TMPDIR``, evalkit's own
+    ``EVALKIT_*`` settings, those listed in ``EVALKIT_PUBLIC_ENV``) and defaults are
+    shown as they are. Idempotent."""
+    from omegaconf import OmegaConf
+    from omegaconf._utils import _DEFAULT_MARKER_
+    from omegaconf.resolvers import oc
+
+    def env(key: str, default: Any = _DEFAULT_MARKER_) -> str | None:
+        value = os.environ.get(key)
+        if value is not None and not _public_variable(key):
+            register_secret(value)
+            register_url(value)
+        return oc.env(key, default)
+
+    resolver = OmegaConf._get_resolver("oc.env")
+    if resolver is not None and resolver in _hooked:
+        return
+    OmegaConf.register_new_resolver("oc.env", env, replace=True, use_cache=False)
+    _hooked.add(OmegaConf._get_resolver("oc.env"))
+
+
+_hooked: set[Any] = set()  # the oc.env resolvers registered by register_env_resolver
 
 
 def register_url(url: str | None) -> None:
@@ -201,7 +245,7 @@ def hide_secret_overrides(argv: list[str]) -> list[str]:
 
 def _hidden(arg: str, key: str, value: str, named: bool, secrets: list[str]) -> str:
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import ChoiceSweep, Override
+    from hydra.core.override_parser.types import ChoiceSweep
     from hydra.errors import HydraException
 
     try:
@@ -210,23 +254,43 @@ def _hidden(arg: str, key: str, value: str, named: bool, secrets: list[str]) -> 
         return arg  # Hydra reports the bad override itself (it is not written anywhere)
     held = parsed.value()
     elements = held.list if isinstance(held, ChoiceSweep) else [held]
-    if not all(isinstance(e, (str, int, float)) or e is None for e in elements):
-        return arg  # a list or a mapping: Hydra's own syntax, left as written
-    shown = []
-    for element in elements:
-        if element is None:
-            shown.append("null")
-            continue
-        if not isinstance(element, str):
-            if not named:
-                shown.append(Override._get_value_element_as_str(element))
-                continue
-            element = str(element)  # a number under a secret name: hidden too
-        if element.startswith("${") or not (named or mask(element, secrets) != element):
-            shown.append(element if element.startswith("${")
-                         else Override._get_value_element_as_str(element))
-            continue
-        n = sum(1 for k in os.environ if k.startswith(OVERRIDE_ENV))
-        os.environ[f"{OVERRIDE_ENV}{n}"] = element
-        shown.append(f"${{oc.env:{OVERRIDE_ENV}{n}}}")
-    return f"{key}={','.join(shown)}"
+    if not all(_renderable(e) for e in elements):
+        return arg  # a range() or glob() sweep: no strings of its own to hide
+    return f"{key}={','.join(_render(e, named, secrets) for e in elements)}"
+
+
+def _renderable(element: Any) -> bool:
+    from hydra.core.override_parser.types import QuotedString
+
+    if isinstance(element, (list, tuple)):
+        return all(_renderable(e) for e in element)
+    if isinstance(element, dict):
+        return all(_renderable(v) for v in element.values())
+    return element is None or isinstance(element, (str, int, float, QuotedString))
+
+
+def _render(element: Any, named: bool, secrets: list[str]) -> str:
+    """``element`` (a value of a parsed override: a string, a quoted string, a number, a
+    list or a mapping of them) in Hydra's override grammar, each string holding a secret
+    (each value when ``named``) replaced by ``${oc.env:EVALKIT_SECRET_OVERRIDE_<n>}``."""
+    from hydra.core.override_parser.types import Override, QuotedString
+
+    if isinstance(element, (list, tuple)):
+        return "[" + ",".join(_render(e, named, secrets) for e in element) + "]"
+    if isinstance(element, dict):
+        return "{" + ",".join(f"{Override._get_value_element_as_str(k)}:"
+                              f"{_render(v, named, secrets)}" for k, v in element.items()) + "}"
+    if element is None:
+        return "null"
+    if isinstance(element, QuotedString):
+        element = element.text
+    if not isinstance(element, str):
+        if not named:
+            return Override._get_value_element_as_str(element)
+        element = str(element)  # a number under a secret name: hidden too
+    if element.startswith("${") or not (named or mask(element, secrets) != element):
+        return element if element.startswith("${") else \
+            Override._get_value_element_as_str(element)
+    n = sum(1 for k in os.environ if k.startswith(OVERRIDE_ENV))
+    os.environ[f"{OVERRIDE_ENV}{n}"] = element
+    return f"${{oc.env:{OVERRIDE_ENV}{n}}}"

@@ -13,6 +13,7 @@ from evalkit.commands._output import plain
 from evalkit.config import AlertConfig, PluginInstance, RunConfig
 from evalkit.errors import ConfigError, JudgeErrorBudgetExceeded, RunFailed
 from evalkit.plugin import Metric, Produces
+from evalkit.redact import mask
 
 __all__ = ["evaluate_alerts", "raise_on_fired"]
 
@@ -37,7 +38,8 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
                          "value": None, "operator": alert.operator, "threshold": alert.value,
                          "severity": alert.severity,
                          "message": f"alert on '{alert.metric}'{where} cannot be checked: "
-                         "this run wrote no such metric row", "hints": list(alert.hints)})
+                         "this run wrote no such metric row",
+                         "hints": [mask(h) for h in alert.hints]})
         for m in watched:
             if m["value"] is None or not _OPS[alert.operator](m["value"], alert.value):
                 continue
@@ -46,7 +48,7 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
             rows.append({"run_id": run_id, "metric": m["metric"], "slice": m["slice"],
                          "value": m["value"], "operator": alert.operator,
                          "threshold": alert.value, "severity": alert.severity,
-                         "message": msg, "hints": list(alert.hints)})
+                         "message": mask(msg), "hints": [mask(h) for h in alert.hints]})
     return rows
 
 

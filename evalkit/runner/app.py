@@ -122,7 +122,7 @@ def main(argv: list[str]) -> None:
     try:
         log_level()
     except EvalkitError as exc:
-        print(f"evalkit: error: {exc}", file=sys.stderr)
+        print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
         sys.exit(exc.exit_code)
     argv = _take_resume(argv)
     missing = missing_launcher(argv)
@@ -133,7 +133,7 @@ def main(argv: list[str]) -> None:
     try:
         argv = plain_overrides(argv)
     except EvalkitError as exc:
-        print(f"evalkit: error: {exc}", file=sys.stderr)
+        print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
         sys.exit(exc.exit_code)
     user_conf = Path(os.environ.get("EVALKIT_USER_CONF", "conf"))
     if user_conf.is_dir() and not any(a.startswith("hydra.searchpath") for a in argv):
