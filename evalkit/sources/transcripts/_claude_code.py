@@ -158,6 +158,11 @@ def claude_turns(events: Iterable[Line], limit: int, seen: set[str] | None = Non
             continue
         # an assistant event: one content block of one API message (Claude Code writes a line
         # per block as it streams, each with the message's id and its usage so far)
+        if message.get("model") == "<synthetic>" and not event.get("isApiErrorMessage"):
+            # Claude Code's own placeholder ("No response requested." when a session resumes
+            # after an interrupt), no model's answer
+            counts["ignored_events"] += 1
+            continue
         mid = message.get("id") or f"line:{line}"
         turn = owner.get((side, mid)) or chain.turn(line)
         owner[(side, mid)] = turn
