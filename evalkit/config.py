@@ -47,6 +47,9 @@ class RunnerConfig:
     # fail the run (exit 4) when a judge's share of error judgments among the records it
     # judged is above this; null: never
     max_judge_error_rate: float | None = 0.1
+    # a run id or directory: compare this run with it at the end, print the verdicts, write
+    # comparison.parquet and flips.parquet, and exit 5 when a gate (gates:) fails
+    baseline: str | None = None
 
     def validate(self) -> None:
         if self.fail_on is not None:
@@ -96,10 +99,32 @@ class RunConfig:
     source_limit: int | None = None  # source.limit: read the first N records only
     source_shard: tuple[int, int] | None = None  # source.shard=i/n: the records of shard i
     sweep: dict[str, Any] | None = None  # in a sweep's job: {'id': sweep id, 'job': n}
+    gates: list[Any] = field(default_factory=list)  # GateConfig: checked against runner.baseline
 
 
 _TOP_KEYS = ("experiment", "source", "filters", "judges", "metrics", "runner", "alerts",
-             "sinks", "flag_at")
+             "sinks", "flag_at", "gates")
+
+
+def _gates(node: Any) -> list[Any]:
+    """The ``gates:`` list: each an object {metric, tolerance, slice, worse} or the command
+    line's form ``METRIC[@SLICE]:[+|-]TOLERANCE``."""
+    from evalkit.comparison._gate import GateConfig, parse_gate
+
+    node = node or []
+    if not isinstance(node, (list, ListConfig)):
+        raise ConfigError("gates: expected a list of {metric, tolerance, slice, worse} or "
+                          "'METRIC:+TOLERANCE' strings")
+    out = []
+    for i, g in enumerate(node):
+        if isinstance(g, str):
+            try:
+                out.append(parse_gate(g))
+            except ValueError as exc:
+                raise ConfigError(f"gates[{i}]: {str(exc).replace('--gate ', '')}") from None
+        else:
+            out.append(validate_dataclass(GateConfig, g, f"gates[{i}]", "gate"))
+    return out
 
 
 def _first_line(exc: OmegaConfBaseException) -> str:
@@ -305,6 +330,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         raise ConfigError("alerts: expected a list of {metric, operator, value, severity}")
     alerts = [validate_dataclass(AlertConfig, a, f"alerts[{i}]", "alert")
               for i, a in enumerate(alerts_node)]
+    gates = _gates(cfg.get("gates"))
     resolved = OmegaConf.to_container(cfg, resolve=True)
     register_tree(resolved)  # its keys and URL credentials are masked wherever they show up
     source_node, source_shard = _source_shard(cfg.source)
@@ -321,6 +347,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         if instances:
             resolved[kind] = {i.name: _filled(i) for i in instances}
     resolved["runner"] = dataclasses.asdict(runner)
+    resolved["gates"] = [dataclasses.asdict(g) for g in gates]
     return RunConfig(
         experiment=experiment,
         runner=runner,
@@ -334,6 +361,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         sinks=groups["sinks"],
         source_limit=source_limit,
         source_shard=source_shard,
+        gates=gates,
     )
 
 

@@ -51,6 +51,12 @@ class JudgeErrorBudgetExceeded(RunFailed):
     exit_code = 4
 
 
+class RegressionFound(RunFailed):
+    """A regression gate failed against the run's baseline (``runner.baseline``)."""
+
+    exit_code = 5
+
+
 class RunInterrupted(EvalkitError):
     """The user stopped the run (Ctrl-C); it is marked ``interrupted`` and can be resumed."""
 

@@ -17,7 +17,7 @@ from evalkit.metrics._judged import (
 )
 from evalkit.plugin import Metric, Produces
 
-__all__ = ["COUNTS", "RateConfig", "RateMetric"]
+__all__ = ["COUNTS", "RateConfig", "RateMetric", "flags"]
 
 COUNTS = ("flagged", "passed")
 
@@ -37,6 +37,26 @@ class RateConfig(JudgeMetricConfig):
             raise ValueError("labels: an empty list flags nothing; leave it null")
         check_one_of(self.count, COUNTS, "count")
         check_flag_at(self.flag_at)
+
+
+def flags(table: pa.Table, cfg: RateConfig) -> pa.Array:
+    """Per row of a judged ``table`` (``status``, ``value``, ``passed``, ``label``): 1.0 when
+    the rate counts it (flagged; with ``count: passed``, not flagged), 0.0 when not, null when
+    the judgment is unusable. ``evalkit compare`` pairs these per record (McNemar's test)."""
+    ok = pc.fill_null(pc.equal(table.column("status"), "ok"), False)
+    if cfg.labels is not None:
+        label = table.column("label")
+        flag = pc.if_else(pc.is_null(label), pa.scalar(None, pa.bool_()),
+                          pc.is_in(label, pa.array(list(cfg.labels), pa.string())))
+    elif cfg.threshold is None:
+        flag = pc.invert(table.column("passed"))
+    elif cfg.flag_at == ">":
+        flag = pc.greater(table.column("value"), cfg.threshold)
+    else:
+        flag = pc.greater_equal(table.column("value"), cfg.threshold)
+    if cfg.count == "passed":
+        flag = pc.invert(flag)
+    return pc.if_else(ok, pc.cast(flag, pa.float64()), pa.scalar(None, pa.float64()))
 
 
 class RateMetric(Metric):
@@ -64,23 +84,6 @@ class RateMetric(Metric):
         cfg = self.config
         passed = cfg.count == "passed"
 
-        def score(t: pa.Table) -> pa.Array:
-            ok = pc.fill_null(pc.equal(t.column("status"), "ok"), False)
-            if cfg.labels is not None:
-                label = t.column("label")
-                flag = pc.if_else(pc.is_null(label), pa.scalar(None, pa.bool_()),
-                                  pc.is_in(label, pa.array(list(cfg.labels), pa.string())))
-            elif cfg.threshold is None:
-                flag = pc.invert(t.column("passed"))
-            elif cfg.flag_at == ">":
-                flag = pc.greater(t.column("value"), cfg.threshold)
-            else:
-                flag = pc.greater_equal(t.column("value"), cfg.threshold)
-            if passed:
-                flag = pc.invert(flag)
-            flag = pc.cast(flag, pa.float64())
-            return pc.if_else(ok, flag, pa.scalar(None, pa.float64()))
-
         if cfg.labels is not None:
             rule = f"labels in {list(cfg.labels)}"
         elif cfg.threshold is not None:
@@ -89,4 +92,4 @@ class RateMetric(Metric):
             rule = "passed = false"
         what = (f"share of judge '{cfg.judge}' judgments not flagged (flagged: {rule})"
                 if passed else f"share of judge '{cfg.judge}' judgments flagged ({rule})")
-        return judge_metric_rows(con, cfg, self.name, score, what)
+        return judge_metric_rows(con, cfg, self.name, lambda t: flags(t, cfg), what)

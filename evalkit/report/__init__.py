@@ -45,7 +45,7 @@ def _write(path: Path, data: str | bytes) -> None:
 def _verdicts(runs: list[RunData], n_boot: int) -> tuple[list[dict[str, Any]], str]:
     """``compare``'s rows (paired bootstrap) of every run against the first, and a note on
     what could not be compared."""
-    from evalkit.commands.compare import compare
+    from evalkit.comparison import compare_runs
 
     if len(runs) < 2 or n_boot <= 0:
         return [], ("" if len(runs) < 2 else "compare's verdicts are off (n_boot 0)")
@@ -53,7 +53,8 @@ def _verdicts(runs: list[RunData], n_boot: int) -> tuple[list[dict[str, Any]], s
     notes = []
     for run in runs[1:]:
         try:
-            rows = compare(runs[0].run_dir, run.run_dir, n_boot=n_boot)
+            rows = compare_runs(runs[0].run_dir, run.run_dir, n_boot=n_boot,
+                                max_boot=n_boot).rows
         except EvalkitError as exc:
             notes.append(f"{run.run_id}: {exc}")
             continue

@@ -57,8 +57,10 @@ def markdown(runs: list[RunData], verdicts: list[dict[str, Any]], html_name: str
             lines.append("")
     significant = [v for v in verdicts if v.get("significant")]
     if verdicts:
-        lines.append(f"**Against the first run**: {len(significant)} of {len(verdicts)} "
-                     "metric rows changed significantly (paired bootstrap).")
+        tested = [v for v in verdicts if v.get("p_adjusted") is not None]
+        lines.append(f"**Against the first run**: {len(significant)} of {len(tested)} "
+                     "quantities changed significantly (Holm-corrected; derived rows such "
+                     "as `.raw` are not counted).")
         lines.append("")
         if significant:
             lines += ["| run | metric | slice | A | B | B − A | 95% CI |",

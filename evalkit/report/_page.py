@@ -423,15 +423,16 @@ def across_runs(runs: list[RunData], verdicts: list[dict[str, Any]], note: str) 
     for v in verdicts:
         sig = {True: "yes", False: "no", None: ""}[v.get("significant")]
         run_name = by_id.get(v["run"], v["run"])
+        verdict = v.get("verdict") or sig
         rows.append(f"<tr><td>{e(run_name)}</td><td>{e(v['metric'])}</td><td>{e(v['slice'])}"
                     f"</td><td class='num'>{e(fmt(v['a']))}</td><td class='num'>{e(fmt(v['b']))}"
                     f"</td><td class='num'>{e(fmt(v['delta']))}</td><td class='ci'>"
                     f"{e(ci_text(v['ci_low'], v['ci_high']) or v.get('note') or '')}</td>"
                     f"<td class='sig-{e(sig)}'>"
-                    f"{e(sig)}</td></tr>")
+                    f"{e(verdict)}</td></tr>")
     if rows:
         body += table(["run (B)", "metric", "slice", "A (first run)", "B", "B − A",
-                       "95% CI (paired bootstrap)", "significant"], rows, "verdicts")
+                       "95% CI (paired bootstrap)", "verdict (Holm-corrected)"], rows, "verdicts")
     if note:
         body += f"<p class='note'>{e(note)}</p>"
     return section("across", "Across runs", body)

@@ -37,6 +37,7 @@ from evalkit.runner.alerts import (
     evaluate_alerts,
     raise_on_fired,
 )
+from evalkit.runner.baseline import check_baseline, find_baseline
 from evalkit.runner.hints import unmatched_fields, warn
 from evalkit.runner.judging import JudgeRunner, Judging
 from evalkit.runner.lifecycle import Claim, Staged, claim, run_id_of, stage_remote
@@ -128,6 +129,7 @@ def execute(rc: RunConfig) -> RunResult:
     started = datetime.now(timezone.utc)
     t_start = time.perf_counter()
     run_id = run_id_of(rc) or new_run_id()
+    baseline = find_baseline(rc)
     if not is_remote(rc.runner.runs_dir):
         result = _execute(rc, run_id, Path(rc.runner.runs_dir), None, started, t_start)
     else:  # object storage: the run is staged in a local directory, then uploaded
@@ -139,6 +141,8 @@ def execute(rc: RunConfig) -> RunResult:
     check_judge_errors(result.judgment_counts, result.manifest.get("judgment_errors") or {},
                        rc.runner.max_judge_error_rate)
     raise_on_fired(result.alerts, rc.runner.fail_on)
+    if baseline is not None:
+        check_baseline(rc, baseline, Path(result.run_dir))
     return result
 
 

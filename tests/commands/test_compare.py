@@ -100,7 +100,7 @@ def test_cli(tmp_path):
     write_run(runs, "A", [0.1, 0.4, 0.2, 0.3])
     write_run(runs, "B", [0.6, 0.9, 0.7, 0.8])
     proc = run_cli("compare", "A", "B", "--n-boot", "20", "--metric", "score", cwd=tmp_path)
-    assert "score" in proc.stdout and "yes" in proc.stdout and "done" not in proc.stdout
+    assert "score" in proc.stdout and "increase" in proc.stdout and "done" not in proc.stdout
     csv_out = run_cli("compare", "A", "B", "--n-boot", "5", "--format", "csv", cwd=tmp_path)
     assert csv_out.stdout.splitlines()[0].startswith("metric,slice,a,b,delta")
     bad = run_cli("compare", "A", "missing", cwd=tmp_path, check=False)

@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import stats
 
-from evalkit.commands.compare import _Run, compare
+from evalkit.commands.compare import compare
+from evalkit.comparison._recompute import RunTables
 from evalkit.metrics._judged import judged_table
 from evalkit.results.schemas import JUDGMENTS, RECORDS, conform
 from evalkit.results.writer import write_json, write_parquet
@@ -181,7 +182,7 @@ def test_quickstart_against_a_looser_echo_threshold(tmp_path: Path) -> None:
 
 def test_a_resample_never_sees_another_resamples_judged_table(tmp_path: Path) -> None:
     values = [0.1, 0.9, 0.4, 0.6]
-    run = _Run(write_run(tmp_path, "A", values, [False] * 4, {}), tmp_path / "scratch")
+    run = RunTables(write_run(tmp_path, "A", values, [False] * 4, {}), tmp_path / "scratch")
     import pyarrow as pa
 
     def sample(ids: list[str]) -> pa.Table:
@@ -205,7 +206,7 @@ def test_a_resample_that_keeps_the_tables_is_refused(tmp_path: Path,
 
     import evalkit.metrics._judged as judged
 
-    run = _Run(write_run(tmp_path, "A", [0.1, 0.9], [False, False], {}), tmp_path / "s")
+    run = RunTables(write_run(tmp_path, "A", [0.1, 0.9], [False, False], {}), tmp_path / "s")
     run.use(pa.table({"record_id": ["r000", "r001"], "copy": [0, 0]}))
     # tables refilled in place would keep their catalog versions, and so the cache's key
     monkeypatch.setattr(judged, "table_versions", lambda con: (("records", "table", 1),))
