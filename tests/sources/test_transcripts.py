@@ -419,3 +419,93 @@ def test_api_errors_retried_are_counted_on_the_turn(ctx, tmp_path):
     assert first["status_message"] is None
     assert (second["level"], second["metadata"]["api_errors"]) == ("ERROR", 1)
     assert src.counts["api_retries"] == 2 and "ignored_events" not in src.counts
+
+
+def test_codex_calls_failures_interrupts_and_web_searches(ctx, tmp_path):
+    """Codex rollout lines as Codex 0.1xx writes them: a failed command (exit code), a web
+    search (no output item, its status says), an interrupted task (turn_aborted)."""
+    def line(second: int, kind: str, payload: dict[str, Any]) -> str:
+        return json.dumps({"timestamp": f"2026-02-23T19:34:{second:02d}.000Z", "type": kind,
+                           "payload": payload})
+
+    def total(inp: int, out: int) -> dict[str, Any]:
+        return {"type": "token_count", "info": {"total_token_usage": {
+            "input_tokens": inp, "cached_input_tokens": 0, "output_tokens": out,
+            "reasoning_output_tokens": 0, "total_tokens": inp + out}}}
+
+    lines = [
+        line(0, "session_meta", {"id": "cx-1", "cwd": "/w", "cli_version": "0.104.0"}),
+        line(1, "event_msg", {"type": "task_started", "turn_id": "t1"}),
+        line(1, "response_item", {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "<environment_context>x</environment_context>"}]}),
+        line(1, "event_msg", {"type": "user_message", "message": "Run the tests."}),
+        line(2, "turn_context", {"model": "gpt-5.3-codex"}),
+        line(3, "response_item", {"type": "function_call", "name": "exec_command",
+                                  "arguments": '{"cmd": "pytest"}', "call_id": "c1"}),
+        line(4, "event_msg", total(100, 10)),
+        line(4, "event_msg", total(100, 10)),  # written twice per call
+        line(5, "response_item", {"type": "function_call_output", "call_id": "c1",
+                                  "output": "Process exited with code 1\nOutput:\n1 failed"}),
+        line(6, "response_item", {"type": "web_search_call", "status": "completed",
+                                  "action": {"query": "pytest -k"}}),
+        line(7, "response_item", {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "One test fails."}]}),
+        line(7, "event_msg", total(250, 30)),
+        line(8, "event_msg", {"type": "task_complete", "turn_id": "t1"}),
+        line(9, "event_msg", {"type": "user_message", "message": "Fix it."}),
+        line(10, "response_item", {"type": "function_call", "name": "apply_patch",
+                                   "arguments": "{}", "call_id": "c2"}),
+        line(11, "event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+    ]
+    path = tmp_path / "rollout-2026-02-23T19-34-00-cx-1.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    first, second = records(ctx, path)
+    assert (first["input"], first["output"], first["model"]) == (
+        "Run the tests.", "One test fails.", "gpt-5.3-codex")
+    assert first["metadata"]["tool_calls"] == [
+        {"id": "c1", "name": "exec_command", "ok": False, "error": "Process exited with code 1"},
+        {"id": None, "name": "web_search_call", "ok": True}]
+    assert (first["input_tokens"], first["output_tokens"], first["latency_s"]) == (250, 30, 6.0)
+    assert len(first["metadata"]["spans"]) == 2 + 2  # two model calls, two tool calls
+    assert second["metadata"]["interrupted"] is True and second["output"] is None
+    assert second["metadata"]["n_tool_without_result"] == 1
+    assert first["metadata"]["format"] == "codex" and not ctx.rejects
+
+
+def test_gemini_tool_calls_with_their_results_inside(ctx, tmp_path):
+    """A Gemini CLI session document: tool calls carry their results (functionResponse
+    output or error) and a status; tokens per gemini message."""
+    call = {"id": "9y4yn8tb", "name": "write_file", "args": {"file_path": "hello.txt"},
+            "result": [{"functionResponse": {"id": "9y4yn8tb", "name": "write_file",
+                                             "response": {"error": "Tool not found."}}}],
+            "status": "error", "timestamp": "2026-04-01T11:12:19.213Z"}
+    ok = {"id": "ep9jbppf", "name": "cli_help", "args": {"question": "tools?"},
+          "result": [{"functionResponse": {"id": "ep9jbppf", "name": "cli_help",
+                                           "response": {"output": "read_file, shell"}}}],
+          "status": "success"}
+    doc = {"sessionId": "g-1", "projectHash": "abc", "startTime": "2026-04-01T11:11:56.830Z",
+           "messages": [
+               {"id": "u1", "timestamp": "2026-04-01T11:11:56.830Z", "type": "user",
+                "content": [{"text": "create 2 hello world files"}]},
+               {"id": "g1", "timestamp": "2026-04-01T11:12:19.195Z", "type": "gemini",
+                "content": "I will create two files.", "toolCalls": [call, ok],
+                "tokens": {"input": 6907, "output": 82, "cached": 4062, "thoughts": 247,
+                           "tool": 0, "total": 7236}, "model": "gemini-3-flash-preview"},
+               {"id": "g2", "timestamp": "2026-04-01T11:12:49.033Z", "type": "gemini",
+                "content": "I cannot write files here.",
+                "tokens": {"input": 7318, "output": 86, "cached": 6081, "thoughts": 1073,
+                           "tool": 0, "total": 8477}, "model": "gemini-3-flash-preview"},
+               {"id": "i1", "timestamp": "2026-04-01T11:13:00.000Z", "type": "info",
+                "content": "Request cancelled."}]}
+    path = tmp_path / "session-2026-04-01T11-11-g1.json"
+    path.write_text(json.dumps(doc, indent=2))
+    (row,) = records(ctx, tmp_path)  # found in a directory by Gemini's file name
+    assert (row["input"], row["output"]) == ("create 2 hello world files",
+                                             "I cannot write files here.")
+    assert row["metadata"]["tool_calls"] == [
+        {"id": "9y4yn8tb", "name": "write_file", "ok": False, "error": "Tool not found."},
+        {"id": "ep9jbppf", "name": "cli_help", "ok": True}]
+    assert row["context"] == ["[write_file error] Tool not found.", "[cli_help] read_file, shell"]
+    assert (row["input_tokens"], row["output_tokens"]) == (6907 + 7318, 82 + 247 + 86 + 1073)
+    assert row["latency_s"] == pytest.approx(52.203)
+    assert row["metadata"]["format"] == "gemini" and not ctx.rejects

@@ -136,8 +136,10 @@ def codex_turns(read: Callable[[], Iterator[Line]], limit: int) -> Parsed:
             turn.model = model or turn.model
             args = arguments(p.get("arguments")) if "arguments" in p else \
                 p.get("input", p.get("action"))
-            chain.call(turn, ToolCall(p.get("call_id") or p.get("id"),
-                                      str(p.get("name") or sub), args))
+            call = ToolCall(p.get("call_id") or p.get("id"), str(p.get("name") or sub), args)
+            if sub == "web_search_call" and p.get("status") in ("completed", "failed"):
+                call.ok = p["status"] == "completed"  # a web search has no output item
+            chain.call(turn, call)
             turn.last_time = when or turn.last_time
         elif kind == "response_item" and sub in _OUTPUTS:
             output = p.get("output")
