@@ -55,6 +55,16 @@ def _short(text: Any, n: int = 40) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _title(ax: Any, text: Any, width_in: float) -> None:
+    """``text`` as the axes' title, wrapped to the figure's width (two lines at most, then
+    cut): a title wider than its figure is clipped by the SVG's edge."""
+    import textwrap
+
+    per_line = max(20, int(width_in * 72 / 6.2))  # bold 10 pt: about 6 pt a character
+    lines = textwrap.wrap(_short(text, 2 * per_line), per_line) or [""]
+    ax.set_title("\n".join(lines[:2]))
+
+
 def histogram(lo: float, hi: float, raw: Sequence[int], filtered: Sequence[int],
               title: str) -> str:
     """Score distribution of one judge: every record (raw) behind the included ones."""
@@ -69,7 +79,7 @@ def histogram(lo: float, hi: float, raw: Sequence[int], filtered: Sequence[int],
     ax.set_xlim(lo, hi)
     ax.set_xlabel("score")
     ax.set_ylabel("records")
-    ax.set_title(_short(title, 60))
+    _title(ax, title, 4.6)
     fig.legend(loc="outside lower center", fontsize=8, ncols=2)
     return _svg(fig)
 
@@ -86,7 +96,7 @@ def label_bars(labels: dict[str, tuple[int, int]], title: str) -> str:
             label="filtered")
     ax.set_yticks(list(y), [_short(n) for n in names])
     ax.set_xlabel("records")
-    ax.set_title(_short(title, 60))
+    _title(ax, title, 4.6)
     fig.legend(loc="outside lower center", fontsize=8, ncols=2)
     return _svg(fig)
 
@@ -112,7 +122,7 @@ def stacked_shares(slices: list[str], categories: list[str],
     ax.set_yticks(range(len(slices)), [_short(s) for s in slices[::-1]])
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of records (counts in the bars)")
-    ax.set_title(_short(title, 70))
+    _title(ax, title, 6.4)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _svg(fig)
 
@@ -132,7 +142,7 @@ def reliability(bins: list[dict[str, Any]], title: str) -> str:
              color=FILTERED, label="accuracy per bin")
     top.set_ylim(0, 1)
     top.set_ylabel("accuracy")
-    top.set_title(_short(title, 60))
+    _title(top, title, 4.2)
     top.legend(fontsize=7, loc="upper left")
     for b in used:
         lo = b["lo"] if b.get("lo") is not None else b["mean_confidence"]
@@ -176,7 +186,7 @@ def agreement_matrix(names: list[str], cells: dict[tuple[str, str], dict[str, An
             ax.text(j, i, text, ha="center", va="center", fontsize=8.5)
     ax.set_xticks(range(k), [_short(n, 18) for n in names], rotation=30, ha="right")
     ax.set_yticks(range(k), [_short(n, 18) for n in names])
-    ax.set_title(_short(title, 60))
+    _title(ax, title, fig.get_figwidth())
     fig.colorbar(image, ax=ax, shrink=0.8, label="Cohen's kappa")
     return _svg(fig)
 
@@ -200,7 +210,7 @@ def scatter(x: Sequence[float], y: Sequence[float], a: str, b: str, n: int) -> s
     ax.set_xlabel(_short(a))
     ax.set_ylabel(_short(b))
     shown = f"{len(x):,} of {n:,} records (sampled)" if len(x) < n else f"{n:,} records"
-    ax.set_title(_short(f"{a} vs {b}: {shown}", 70))
+    _title(ax, f"{a} vs {b}: {shown}", 4.2)
     return _svg(fig)
 
 
@@ -223,26 +233,30 @@ def forest(labels: list[str], values: list[float | None], lows: list[float | Non
     ax.set_yticks(range(n), [_short(s) for s in labels[::-1]])
     ax.set_ylim(-0.7, n - 0.3)
     ax.set_xlabel(xlabel)
-    ax.set_title(_short(title, 70))
+    _title(ax, title, 5.6)
     ax.grid(axis="x", alpha=0.3)
     return _svg(fig)
 
 
 def grouped_bars(groups: list[str], series: dict[str, list[float | None]], title: str,
                  ylabel: str) -> str:
-    """Bars per group (slice), one colour per series (e.g. p50/p95/p99)."""
+    """Bars per group (slice), one colour per series (e.g. p50/p95/p99); horizontal, so a
+    slice's name is written whole on its own line (rotated names ran into each other). A
+    series with no value in a group draws no bar there."""
     groups = groups[:20]
-    k = len(series)
-    fig = _figure(max(4.6, 1.0 + 0.6 * len(groups) * max(k, 1) * 0.5), 2.8)
+    k = max(len(series), 1)
+    fig = _figure(5.6, 1.1 + 0.16 * len(groups) * k + 0.12 * len(groups))
     ax = fig.subplots()
-    width = 0.8 / max(k, 1)
+    height = 0.8 / k
+    n = len(groups)
     for s, (name, vals) in enumerate(series.items()):
-        xs = [g + (s - (k - 1) / 2) * width for g in range(len(groups))]
-        ax.bar(xs, [v if v is not None and math.isfinite(v) else 0 for v in vals[:20]],
-               width=width, color=PALETTE[s % len(PALETTE)], label=name)
-    ax.set_xticks(range(len(groups)), [_short(g, 24) for g in groups], rotation=20,
-                  ha="right")
-    ax.set_ylabel(ylabel)
-    ax.set_title(_short(title, 70))
-    ax.legend(fontsize=7, ncols=min(k, 4))
+        ys = [n - 1 - g - (s - (k - 1) / 2) * height for g in range(n)]
+        kept = [(y, v) for y, v in zip(ys, vals[:20], strict=False)
+                if v is not None and math.isfinite(v)]
+        ax.barh([y for y, _ in kept], [v for _, v in kept], height=height,
+                color=PALETTE[s % len(PALETTE)], label=name)
+    ax.set_yticks(range(n), [_short(g) for g in groups[::-1]])
+    ax.set_xlabel(ylabel)
+    _title(ax, title, 5.6)
+    ax.legend(fontsize=7, ncols=min(k, 4), loc="lower right")
     return _svg(fig)

@@ -101,8 +101,39 @@ def _check_page(opened: Opened, name: str) -> None:
         if c["hidden"]:  # another run's tab: measured once that tab is shown
             continue
         assert c["w"] > 150 and c["h"] > 80 and c["marks"] >= 5, (name, c)
+    assert _text_faults(page) == [], name
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def _text_faults(page: Any) -> list[str]:
+    """Chart text that the SVG's edge clips, text that runs into other text, a chart wider
+    than the page, and charts of nothing ("undefined"), in the charts shown, as the browser
+    lays them out."""
+    return page.evaluate("""() => {
+      const out = [];
+      const width = document.documentElement.clientWidth;
+      for (const f of document.querySelectorAll('figure.chart')) {
+        if (f.closest('[hidden]')) continue;
+        const svg = f.querySelector('svg'); const sb = svg.getBoundingClientRect();
+        if (sb.right > width + 1) out.push(`${f.dataset.chart}: wider than the page`);
+        const ts = [...svg.querySelectorAll('text')].map(t => [t.textContent.trim(),
+          t.getBoundingClientRect()]).filter(([s, b]) => s && b.width > 0);
+        for (const [s, b] of ts) {
+          if (b.left < sb.left - 1 || b.right > sb.right + 1 || b.top < sb.top - 1 ||
+              b.bottom > sb.bottom + 1) out.push(`${f.dataset.chart}: '${s}' clipped`);
+          if (s === 'undefined') out.push(`${f.dataset.chart}: 'undefined'`);
+        }
+        for (let i = 0; i < ts.length; i++) for (let j = i + 1; j < ts.length; j++) {
+          const a = ts[i][1], c = ts[j][1];
+          const ix = Math.min(a.right, c.right) - Math.max(a.left, c.left);
+          const iy = Math.min(a.bottom, c.bottom) - Math.max(a.top, c.top);
+          if (ix > 2 && iy > 2)
+            out.push(`${f.dataset.chart}: '${ts[i][0]}' runs into '${ts[j][0]}'`);
+        }
+      }
+      return out;
+    }""")
 
 
 def _check_numbers(opened: Opened, run_dir: Path, scope: str = "") -> int:
@@ -166,6 +197,7 @@ def test_the_sweep_page_in_chromium(browser: Any, runs: Runs) -> None:
                                               "els => els.map(s => s.getBoundingClientRect()"
                                               ".width)")
             assert sizes and min(sizes) > 150
+            assert _text_faults(page) == [], k
         assert page.locator("table.verdicts tbody tr").count() > 0
         assert opened.console == [], opened.console
     finally:
