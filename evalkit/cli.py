@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("evalkit.commands.init", "a starter ./conf, or a plugin package (init plugin NAME)"),
     "merge": ("evalkit.commands.merge", "the shards of one run (source.shard=i/n) as one run"),
     "label": ("evalkit.commands.label", "human labels: import a file, or draw a sample to label"),
+    "review": ("evalkit.commands.review", "an offline HTML page to label a drawn sample by hand"),
     "compact": ("evalkit.commands.compact", "merge finished runs' judgment parts into one file"),
     "completion": ("evalkit.commands.completion", "print the shell completion script (bash, zsh)"),
 }

@@ -83,6 +83,5 @@ def _sample(args: argparse.Namespace, runs_dir: Path) -> int:
     print(f"expected 95% half-width of the corrected rate near {drawn.judge_rate:.3g}: "
           + ", ".join(f"±{w:.3f} at judge–human correlation {rho:g}"
                       for rho, w in widths.items()) + " (0: labels alone)")
-    print("label them, then: evalkit label import FILE (rows with record_id, judge, value, "
-          f"labeler, sample_id {sample_id})")
+    print(f"label them: evalkit review {sample_id}   (then: evalkit label import FILE)")
     return 0
