@@ -80,3 +80,36 @@ def _finished(run_dir: Path, command: str, unfinished: bool) -> Path:
     raise EvalkitError(f"{command}: run {run_dir} is '{status}', not finished: its tables may "
                        f"be partial; finish it with: evalkit run ... --resume {run_dir.name}"
                        + anyway.get(command, ""))
+
+
+def sweep_runs(sweep_id: str, runs_dir: Path) -> list[Path]:
+    """The run directories of the jobs of sweep ``sweep_id`` (the id ``evalkit run -m``
+    prints), in job order; empty when no run under ``runs_dir`` belongs to it."""
+    import json
+
+    found = []
+    for manifest in runs_dir.glob("*/*/manifest.json"):
+        try:
+            m = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(m, dict) and m.get("sweep_id") == sweep_id:
+            job = m.get("sweep_job")
+            found.append((job if isinstance(job, int) else 1 << 30, manifest.parent.name,
+                          manifest.parent))
+    return [d for _, _, d in sorted(found)]
+
+
+def sweep_ids(runs_dir: Path) -> list[str]:
+    """Every sweep id under ``runs_dir`` (for completion)."""
+    import json
+
+    ids = set()
+    for manifest in runs_dir.glob("*/*/manifest.json"):
+        try:
+            m = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(m, dict) and isinstance(m.get("sweep_id"), str):
+            ids.add(m["sweep_id"])
+    return sorted(ids)

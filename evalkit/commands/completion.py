@@ -127,7 +127,12 @@ def _command(command: str, rest: list[str], current: str) -> list[str]:
         return _full([e.name for e in registry().all_entries()], current)
     if command in ("compare", "push", "report") or action.dest in ("run", "runs"):
         taken = set(given)
-        return _full([r for r in ["latest", *_run_ids()] if r not in taken], current)
+        ids = ["latest", *_run_ids()]
+        if command == "report":
+            from evalkit.commands._runs import sweep_ids
+
+            ids += sweep_ids(Path("runs"))
+        return _full([r for r in ids if r not in taken], current)
     return []
 
 

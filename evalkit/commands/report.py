@@ -9,15 +9,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evalkit.commands._runs import find_run, local_runs_dir
+from evalkit.commands._runs import find_run, local_runs_dir, sweep_runs
 from evalkit.errors import EvalkitError
 
 __all__ = ["add_arguments", "main"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", nargs="*", help="run ids or run directories (several: one page, "
-                        "each compared against the first)")
+    parser.add_argument("runs", nargs="*", help="run ids, run directories or a sweep id (several "
+                        "runs: one page, each compared against the first)")
     parser.add_argument("--index", metavar="RUNS_DIR", default=None,
                         help="write RUNS_DIR/index.html listing every run instead")
     parser.add_argument("--runs-dir", default="runs", help="where run ids are looked up "
@@ -47,8 +47,19 @@ def main(args: argparse.Namespace) -> int:
         raise EvalkitError("report: --max-records, --n-boot must be 0 or more and "
                            "--text-chars at least 1")
     runs_dir = local_runs_dir(args.runs_dir, "report")
-    dirs = [find_run(r, runs_dir, "report") for r in args.runs]
-    files = write_report(dirs, Path(args.out) if args.out else None,
+    dirs: list[Path] = []
+    out = Path(args.out) if args.out else None
+    for ref in args.runs:
+        try:
+            dirs.append(find_run(ref, runs_dir, "report"))
+        except EvalkitError:
+            jobs = sweep_runs(ref, runs_dir)  # the id `evalkit run -m` printed
+            if not jobs:
+                raise
+            dirs += [find_run(str(d), runs_dir, "report") for d in jobs]
+            if out is None and len(args.runs) == 1:  # where the sweep's own page goes
+                out = jobs[0].parent / f"sweep-{jobs[0].name}"
+    files = write_report(dirs, out,
                          Limits(args.max_records, args.text_chars), args.n_boot)
     print(f"wrote {files.html} ({files.html.stat().st_size / 1e6:.1f} MB, "
           f"{files.seconds:.2f} s), {files.markdown.name}, {files.junit.name}")

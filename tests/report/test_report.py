@@ -292,3 +292,22 @@ def test_a_metric_no_run_has_gets_a_note_not_a_chart_of_undefined() -> None:
     text = across_runs([run("a", 1, 0.2), run("b", 2, 0.3)], [], "")
     assert charts(text) == ["runs:echo_rate"]
     assert "undefined" not in text and "No run has a value for edit_rate" in text
+
+
+def test_a_sweep_id_is_a_report_argument(runs: Runs, tmp_path: Path, monkeypatch) -> None:
+    import argparse
+
+    from evalkit.commands import report
+    from evalkit.commands.completion import candidates
+
+    manifest = json.loads((runs.sweep[0] / "manifest.json").read_text())
+    sweep_id = manifest["sweep_id"]
+    runs_dir = runs.sweep[0].parents[1]
+    args = argparse.Namespace(runs=[sweep_id], index=None, runs_dir=str(runs_dir),
+                              out=str(tmp_path), max_records=1000, text_chars=100, n_boot=0)
+    assert report.main(args) == 0
+    text = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert [f'data-run-id="{d.name}"' in text for d in runs.sweep] == [True, True]
+    assert "across" in sections(text)
+    monkeypatch.chdir(runs_dir.parent)  # completion offers it too
+    assert f"{sweep_id} " in candidates(f"evalkit report {sweep_id[:8]}")
