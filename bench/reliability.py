@@ -1,8 +1,9 @@
 """Reliability figures for the README's reliability section: the fuzz counts (the
-reliability suite's property tests, scaled up: a soak) and the peak memory of a real
-``evalkit run`` over a file with lines from 1 byte to 200 MB.
+reliability suite's property tests, scaled up: a soak), the peak memory of a real
+``evalkit run`` over a file with lines from 1 byte to 200 MB, and 5,000 one-line files
+against the same records in one file (bench/bench_many_files.py).
 
-    python bench/reliability.py [--scale 20] [--skip-memory]
+    python bench/reliability.py [--scale 20] [--skip-memory] [--skip-many-files]
 
 ``--scale`` multiplies every fuzz test's examples (CI runs them at 1, derandomized; here the
 draw is random, so each soak tries new inputs)."""
@@ -71,10 +72,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=20)
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--skip-many-files", action="store_true")
     args = parser.parse_args()
     fuzz(args.scale)
     if not args.skip_memory:
         memory()
+    if not args.skip_many_files:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from bench_many_files import many_files
+
+        many_files(5000, repeat=1)
 
 
 if __name__ == "__main__":

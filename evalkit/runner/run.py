@@ -28,7 +28,7 @@ from evalkit.errors import EvalkitError, RunDirError, RunInterrupted
 from evalkit.plugin import ImportedScores, Reject
 from evalkit.redact import mask
 from evalkit.results.names import run_dir_of
-from evalkit.results.schemas import JUDGMENTS, METRICS, RECORDS, conform
+from evalkit.results.schemas import JUDGMENTS, METRICS, conform
 from evalkit.results.storage import is_remote, writer_tag
 from evalkit.results.writer import RunWriter
 from evalkit.runner.alerts import (
@@ -38,6 +38,7 @@ from evalkit.runner.alerts import (
     raise_on_fired,
 )
 from evalkit.runner.baseline import check_baseline, find_baseline
+from evalkit.runner.coalesce import coalesced
 from evalkit.runner.hints import unmatched_fields, warn
 from evalkit.runner.judging import JudgeRunner, Judging
 from evalkit.runner.lifecycle import Claim, Staged, claim, run_id_of, stage_remote
@@ -241,7 +242,12 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     batches = 0
     try:
         t0 = time.perf_counter()
-        for item in limited(sharded(source.read(), plugins.shard), rc.source_limit):
+        items = limited(sharded(source.read(), plugins.shard), rc.source_limit)
+        # small batches (a file each) gathered up to the source's batch size: what it
+        # would give from one file
+        size = min(rc.runner.batch_size,
+                   getattr(getattr(source, "config", None), "batch_size", None) or 1 << 62)
+        for item in coalesced(items, size, run_id):
             if isinstance(item, Reject):
                 reject_rows.append({"run_id": run_id, "source": rc.source.name,
                                     "location": item.location, "reason": item.reason,
@@ -253,7 +259,7 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
                 continue
             point("batch_read")
             timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t0
-            table = conform(item, RECORDS, {"run_id": run_id})
+            table = item  # (conformed by coalesced)
             if "warnings" not in manifest:  # the first batch: mistakes that look like data
                 manifest["warnings"] = unmatched_fields(rc.source, table)
                 warn(manifest["warnings"])

@@ -8,6 +8,7 @@ A missing key and a JSON ``null`` are the same thing here: no value."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -417,6 +418,14 @@ class RecordBuilder:
                                   if len(parts) > 1 or
                                   not pa.types.is_string(RECORDS.field(col).type)}
         self.reset()
+
+    def fresh(self) -> RecordBuilder:
+        """A builder of the same mapping with nothing gathered: a copy sharing what the
+        mapping decided (read only after ``__init__``), its own rows, ids and rejects."""
+        new = copy.copy(self)
+        new.rejects, new.imported, new.seen, new.kept = [], [], SeenIds(), []
+        new.reset()
+        return new
 
     def reset(self) -> None:
         self.rows: list[Any] = []  # parsed dicts, or the structs of add_typed
