@@ -194,6 +194,12 @@ class Judge(_Plugin):
     def close(self) -> None:
         """Release what the judge holds (connections, files) once the run is done."""
 
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """What the endpoints the judge called said about their limits, by endpoint (an LLM
+        judge: the rate and calls in flight its adaptive limits settled at, refusals), for
+        the run's manifest (``endpoints``) and summary. Called once the run is judged."""
+        return {}
+
 
 class AsyncJudge(Judge):
     """A judge whose work waits on the network (an LLM judge): the runner awaits

@@ -181,6 +181,10 @@ class FailureModeJudge(AsyncJudge):
             return {"calls": 0}
         return self.llm.estimate(self._undecided(table, self.judge(table)))
 
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """The LLM half's endpoint, when it has one."""
+        return self.llm.endpoint_stats() if self.llm is not None else {}
+
     def close(self) -> None:
         if self.llm is not None:
             self.llm.close()

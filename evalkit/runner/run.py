@@ -312,6 +312,9 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         judging.close()
         for _, plugin in plugins.judges:
             plugin.close()
+    endpoints: dict[str, dict[str, Any]] = {}
+    for _, plugin in plugins.judges:
+        endpoints.update(plugin.endpoint_stats())
 
     counts: dict[str, dict[str, int]] = {}
     cost = 0.0
@@ -336,6 +339,8 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         judgments=counts,
         judgment_errors=writer.error_causes,  # judge -> error cause -> count
         judgments_cached=dict(sorted(writer.judgments_cached.items())),
+        # endpoint -> the rate and calls in flight its limits settled at, refusals
+        endpoints=dict(sorted(endpoints.items())),
         dry_run=rc.runner.dry_run,
         offline_judges=sorted(offline_judges(rc)),
         dry_run_estimates=judge_runner.estimates if rc.runner.dry_run else None,

@@ -56,6 +56,18 @@ def offline_judges(rc: RunConfig) -> set[str]:
     return {inst.name for inst in rc.judges if getattr(inst.config, "offline", False)}
 
 
+def endpoint_line(endpoint: str, stats: dict) -> str | None:
+    """How an endpoint's limits went, when it pushed back (None when it never did)."""
+    refused, overloaded = stats.get("refusals") or 0, stats.get("overloads") or 0
+    rate, window = stats.get("rate_per_s"), stats.get("in_flight")
+    if not (refused or overloaded or rate or window):
+        return None
+    settled = [f"{rate:.3g} calls/s" if rate else "", f"{window} in flight" if window else ""]
+    return (f"endpoint {endpoint}: {refused} refused (429), {overloaded} overloaded; "
+            f"settled at {', '.join(s for s in settled if s) or 'no limit'}; paused "
+            f"{stats.get('paused_s') or 0:.3g} s")
+
+
 def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -95,6 +107,10 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
                 row.append(str(cached.get(judge, 0)))
             jt.add_row(*row)
         console.print(jt)
+    for endpoint, stats in (m.get("endpoints") or {}).items():
+        line = endpoint_line(endpoint, stats)
+        if line:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     if cached:
         console.print(f"{sum(cached.values())} judgments came from the response cache "
                       "(no call, no cost)")

@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import orjson
 import pyarrow as pa
@@ -49,6 +50,9 @@ class LlmJudgeConfig:
     concurrency: int = 16  # calls in flight to this model from this process
     rpm: int | None = None  # requests per minute (queued, not rejected)
     tpm: int | None = None  # tokens per minute (estimated before, corrected after each call)
+    # below those: find the endpoint's own rate and calls in flight from its 429s and headers
+    adaptive: bool = True
+    rate_limit_budget_s: float = 600.0  # how long a call asked to slow down (429) retries
     timeout_s: float = 60.0  # per call
     max_retries: int = 4  # retries of 429/5xx/timeouts/connection errors
     backoff_s: float = 1.0  # first backoff; doubles per retry, with jitter
@@ -78,7 +82,7 @@ class LlmJudgeConfig:
         for key in ("concurrency", "timeout_s"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key}: must be positive, got {getattr(self, key)}")
-        for key in ("max_retries", "parse_retries"):
+        for key in ("max_retries", "parse_retries", "rate_limit_budget_s"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key}: must be 0 or more, got {getattr(self, key)}")
         if (self.input_cost_per_mtok is None) != (self.output_cost_per_mtok is None):
@@ -169,7 +173,7 @@ class LlmJudge(AsyncJudge):
         self.policy = CallPolicy(
             timeout_s=config.timeout_s, max_retries=config.max_retries,
             backoff_s=config.backoff_s, max_backoff_s=config.max_backoff_s,
-            parse_retries=config.parse_retries,
+            parse_retries=config.parse_retries, rate_limit_budget_s=config.rate_limit_budget_s,
             cache=response_cache(ctx.cache_dir) if config.cache and not config.offline
             else None,
             cache_refresh=config.cache_refresh, prices=prices)
@@ -180,8 +184,18 @@ class LlmJudge(AsyncJudge):
         if self._engine is None:
             cfg = self.config
             self._engine = get_engine(self.endpoint, cfg.concurrency, cfg.rpm, cfg.tpm,
-                                      getattr(self.ctx, "run_id", ""))
+                                      getattr(self.ctx, "run_id", ""), cfg.adaptive)
         return self._engine
+
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """The engine's adaptive limits (rate settled at, refusals), under the model and the
+        endpoint's host (never its path, query or credentials)."""
+        if self._engine is None or self.endpoint is None:
+            return {}
+        host = urlsplit(self.endpoint.api_base or "").hostname
+        port = urlsplit(self.endpoint.api_base or "").port if host else None
+        where = f" @ {host}{f':{port}' if port else ''}" if host else ""
+        return {f"{self.endpoint.model}{where}": self._engine.stats()}
 
     def params(self, schema_name: str | None = None, schema: dict[str, Any] | None = None,
                **extra: Any) -> dict[str, Any]:

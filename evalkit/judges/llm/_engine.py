@@ -1,8 +1,10 @@
 """The judge engine: one per (transport, model, endpoint) per process, shared by every LLM
 judge that uses that model. It bounds concurrency, applies requests- and tokens-per-minute
-limits, retries transient failures with exponential backoff and jitter (honouring
-``Retry-After``), re-asks when the answer cannot be parsed, serves and fills the response
-cache, and accounts tokens, cost and latency for every call."""
+limits, finds the endpoint's own limits below them (:mod:`evalkit._adaptive`: a 429 slows
+and pauses the endpoint, not one call, and is retried for ``rate_limit_budget_s``), retries
+other transient failures with exponential backoff and jitter, re-asks when the answer cannot
+be parsed, serves and fills the response cache, and accounts tokens, cost and latency for
+every call."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit._adaptive import AdaptiveLimit
 from evalkit._http import backoff_seconds
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.judges.llm._cache import ResponseCache, cache_key
@@ -98,6 +101,7 @@ class CallPolicy:
     backoff_s: float = 1.0
     max_backoff_s: float = 60.0
     parse_retries: int = 2
+    rate_limit_budget_s: float = 600.0  # how long a call asked to slow down keeps retrying
     cache: ResponseCache | None = None
     cache_refresh: bool = False
     prices: tuple[float, float] | None = None  # USD per (input, output) token; None: the map
@@ -147,14 +151,34 @@ class Engine:
         self._users = 0
         self.unsupported: set[str] = set()  # optional request parameters the endpoint refused
         self._shared: SharedLimits | None = None
+        self.adaptive = True
+        self._limit: AdaptiveLimit | None = None
 
-    def constrain(self, concurrency: int, rpm: int | None, tpm: int | None) -> None:
-        """Tighten the limits to what a (new) judge asks for."""
+    def constrain(self, concurrency: int, rpm: int | None, tpm: int | None,
+                  adaptive: bool = True) -> None:
+        """Tighten the limits to what a (new) judge asks for (one judge turning the
+        adaptive limits off turns them off for the endpoint)."""
         self.concurrency = min(self.concurrency or concurrency, concurrency)
+        self.adaptive = self.adaptive and adaptive
+        if self._limit is not None:
+            self._limit.ceiling = self.concurrency
+            self._limit.window = min(self._limit.window, self.concurrency)
+            self._limit.adaptive = self.adaptive
         if rpm and (self.rpm is None or rpm / 60 < self.rpm.rate):
             self.rpm = TokenBucket(rpm)
         if tpm and (self.tpm is None or tpm / 60 < self.tpm.rate):
             self.tpm = TokenBucket(tpm, burst_s=10.0)  # room for one long prompt
+
+    @property
+    def limit(self) -> AdaptiveLimit:
+        """The endpoint's adaptive rate and concurrency, below the configured ones."""
+        if self._limit is None:
+            self._limit = AdaptiveLimit(self.concurrency, self.adaptive)
+        return self._limit
+
+    def stats(self) -> dict[str, Any]:
+        """What the endpoint's limits came to (for the manifest and the summary)."""
+        return self.limit.stats()
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -212,6 +236,7 @@ class Engine:
         result = CallResult(input_tokens=0, output_tokens=0, cost_usd=0.0)
         asked = messages
         transient = 0
+        slowed = 0
         bad_answers = 0
         while True:
             result.attempts += 1
@@ -238,11 +263,23 @@ class Engine:
                 exc = failure
                 if self._learn_unsupported(exc, sent):
                     continue  # the endpoint refused an optional parameter: ask without it
+                if exc.slow_down and time.perf_counter() - t0 < policy.rate_limit_budget_s:
+                    # not the call's fault: the controller slowed or paused the endpoint;
+                    # without it (adaptive off, no Retry-After) this call backs off alone
+                    result.transient_faults += 1
+                    slowed += 1
+                    if not self.adaptive and exc.retry_after is None:
+                        await asyncio.sleep(self._delay(slowed, None, policy))
+                    continue
                 transient += 1
-                if not exc.retryable or transient > policy.max_retries:
+                if not exc.retryable or exc.slow_down or transient > policy.max_retries:
                     message = mask(str(exc))
                     result.error = message if result.attempts == 1 else \
                         f"{message} (after {result.attempts} attempts)"
+                    if exc.slow_down:
+                        result.error += (f"; still asked to slow down after "
+                                         f"{policy.rate_limit_budget_s:g} s "
+                                         "(rate_limit_budget_s)")
                     result.cause = exc.cause
                     break
                 result.transient_faults += 1
@@ -345,7 +382,7 @@ class Engine:
             if shared.tpm:
                 reserved = approx_tokens(messages) + int(params.get("max_tokens") or 256)
                 await shared.acquire("tpm", reserved)
-            completion = await transport.complete(messages, params, policy.timeout_s)
+            completion = await self._send(transport, messages, params, policy)
             if shared.tpm and completion.input_tokens is not None:
                 used = completion.input_tokens + (completion.output_tokens or 0)
                 shared.adjust("tpm", used - reserved)
@@ -361,12 +398,37 @@ class Engine:
         if self.tpm is not None:
             reserved = approx_tokens(messages) + int(params.get("max_tokens") or 256)
             await self.tpm.acquire(reserved)
-        # both transports enforce the timeout themselves (an outer wait_for costs a task
-        # per call, measurable at hundreds of calls per second)
-        completion = await transport.complete(messages, params, policy.timeout_s)
+        completion = await self._send(transport, messages, params, policy)
         if self.tpm is not None and completion.input_tokens is not None:
             used = completion.input_tokens + (completion.output_tokens or 0)
             self.tpm.adjust(used - reserved)
+        return completion
+
+    async def _send(self, transport: AiohttpTransport | LitellmTransport,
+                    messages: list[dict[str, Any]], params: dict[str, Any],
+                    policy: CallPolicy) -> Completion:
+        """One request, let through by the endpoint's adaptive limits and reported back to
+        them."""
+        limit = self.limit
+        ticket = await limit.acquire()
+        try:
+            # both transports enforce the timeout themselves (an outer wait_for costs a task
+            # per call, measurable at hundreds of calls per second)
+            completion = await transport.complete(messages, params, policy.timeout_s)
+        except CallError as exc:
+            if exc.slow_down:
+                retry_after = None if exc.retry_after is None else \
+                    min(exc.retry_after, policy.max_backoff_s)
+                limit.refused(ticket, exc.status != 429, retry_after, exc.quotas)
+            else:
+                limit.failed(ticket)
+            raise
+        except BaseException:
+            limit.failed(ticket)
+            raise
+        used = None if completion.input_tokens is None else \
+            completion.input_tokens + (completion.output_tokens or 0)
+        limit.ok(ticket, completion.quotas, used)
         return completion
 
     @staticmethod
@@ -394,12 +456,12 @@ _ENGINES: dict[tuple[Endpoint, str], Engine] = {}
 
 
 def get_engine(endpoint: Endpoint, concurrency: int, rpm: int | None = None,
-               tpm: int | None = None, run_id: str = "") -> Engine:
+               tpm: int | None = None, run_id: str = "", adaptive: bool = True) -> Engine:
     """The engine for ``endpoint`` shared by the judges of run ``run_id`` in this process
     (the jobs of a sweep run one after another in one process get their own limits), with
     its limits tightened as asked."""
     engine = _ENGINES.get((endpoint, run_id))
     if engine is None:
         engine = _ENGINES[(endpoint, run_id)] = Engine(endpoint)
-    engine.constrain(concurrency, rpm, tpm)
+    engine.constrain(concurrency, rpm, tpm, adaptive)
     return engine

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from evalkit._gc import gc_paused
-from evalkit._http import retry_after_seconds
+from evalkit._http import Quota, rate_limit_quotas, retry_after_seconds
 from evalkit._log import log_level, quiet_litellm
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -39,6 +39,7 @@ class Completion:
     output_tokens: int | None
     logprobs: list[dict[str, Any]] | None  # OpenAI format: [{token, logprob, top_logprobs}]
     cost_usd: float | None = None  # when the transport knows it (litellm)
+    quotas: dict[str, Quota] | None = None  # the provider's rate-limit headers, when sent
 
 
 class CallError(Exception):
@@ -46,12 +47,20 @@ class CallError(Exception):
 
     def __init__(self, message: str, status: int | None = None,
                  retry_after: float | None = None, retryable: bool = True,
-                 cause: str | None = None) -> None:
+                 cause: str | None = None, quotas: dict[str, Quota] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
         self.retryable = retryable
         self.cause = cause or status_cause(status)
+        self.quotas = quotas
+
+    @property
+    def slow_down(self) -> bool:
+        """The endpoint asked to be called less (not a fault of the call): a 429, an
+        overload (529), or a 503 saying when to come back."""
+        return self.status in (429, 529) or (self.status == 503 and
+                                             self.retry_after is not None)
 
 
 def status_cause(status: int | None) -> str:
@@ -126,7 +135,9 @@ class AiohttpTransport:
                     raise CallError(f"HTTP {resp.status} from {self.shown_url}: {text}",
                                     status=resp.status,
                                     retry_after=retry_after_seconds(resp.headers),
-                                    retryable=resp.status in RETRYABLE_STATUS)
+                                    retryable=resp.status in RETRYABLE_STATUS,
+                                    quotas=rate_limit_quotas(resp.headers))
+                quotas = rate_limit_quotas(resp.headers)
         except asyncio.TimeoutError:
             raise CallError(f"timed out after {timeout:g} s", status=408) from None
         except aiohttp.ClientError as exc:
@@ -140,7 +151,7 @@ class AiohttpTransport:
                             cause="bad_response") from None
         logprobs = (choice.get("logprobs") or {}).get("content")
         input_tokens, output_tokens = _usage(data.get("usage"))
-        return Completion(text or "", input_tokens, output_tokens, logprobs)
+        return Completion(text or "", input_tokens, output_tokens, logprobs, quotas=quotas)
 
     async def aclose(self) -> None:
         """Close this loop's session (the next call opens a new one)."""
@@ -246,9 +257,11 @@ class LitellmTransport:
             logprobs = logprobs.model_dump() if hasattr(logprobs, "model_dump") else None
         input_tokens, output_tokens = _usage(getattr(resp, "usage", None))
         # litellm prices every response already (None for a model missing from its map)
-        cost = (getattr(resp, "_hidden_params", None) or {}).get("response_cost")
+        hidden = getattr(resp, "_hidden_params", None) or {}
+        cost = hidden.get("response_cost")
         return Completion(choice.message.content or "", input_tokens, output_tokens,
-                          (logprobs or {}).get("content"), cost)
+                          (logprobs or {}).get("content"), cost,
+                          rate_limit_quotas(hidden.get("additional_headers")))
 
     async def aclose(self) -> None:
         """Nothing to close: litellm pools its own clients."""
@@ -269,4 +282,5 @@ def _call_error(litellm: Any, exc: Exception) -> CallError:
         "connection" if status is None and isinstance(exc, litellm.APIConnectionError) else \
         None if status is not None else "server_error" if retryable else "client_error"
     return CallError(f"{type(exc).__name__}: {message}", status=status,
-                     retry_after=retry_after_seconds(headers), retryable=retryable, cause=cause)
+                     retry_after=retry_after_seconds(headers), retryable=retryable, cause=cause,
+                     quotas=rate_limit_quotas(headers))

@@ -82,3 +82,18 @@ def test_progress_bar_shows_time_left(monkeypatch) -> None:
     assert "judge_x" in text and "$0.0100 + unknown" in text
     # a time left, worked out from the calls done so far (rich shows -:--:-- until it can)
     assert re.search(r"eta \d+:\d\d:\d\d", text), text
+
+
+def test_an_endpoints_refusals_and_settled_rate_in_the_manifest_and_summary(
+        tmp_path: Path, fake_llm) -> None:
+    from fake_llm_server import Reply
+
+    fake_llm.push(*[Reply(status=429, delay=0.0, headers={"retry-after-ms": "20"})] * 3)
+    out = _run(ARGS, tmp_path, fake_llm.url).stdout
+    manifest = _manifests(tmp_path)[-1]
+    [(endpoint, stats)] = manifest["endpoints"].items()
+    assert endpoint.startswith("openai/judge-a @ 127.0.0.1:")
+    assert stats["refusals"] == 3 and stats["rate_per_s"] > 0 and stats["paused_s"] > 0
+    assert manifest["judgments"]["hallucination_llm"] == {"ok": 4}  # none lost to a 429
+    assert re.search(rf"endpoint {re.escape(endpoint)}: 3 refused \(429\), 0 overloaded; "
+                     r"settled at [\d.]+ calls/s", out)

@@ -1,0 +1,293 @@
+"""How fast, and how many calls at once, an endpoint takes when nobody said: a controller fed
+by the endpoint's own answers, shared by every caller of the endpoint in the process (the LLM
+judge engine, the Langfuse client) and, through a state file, by a sweep's processes.
+
+- **Rate** (calls a second). Unpaced until the endpoint first refuses (429, or an overload:
+  529, a 503 with ``Retry-After``). A refusal sets the rate to what the endpoint accepted over
+  the last second, a little under it, and cuts it again at each refusal of a call sent after
+  the cut (the calls sent before it knew nothing of it). Each success grows the rate again,
+  faster the longer no call was refused, so a limit raised mid-run is found in seconds.
+- **Calls in flight**. A refusal of a call sent with more calls in flight than any accepted
+  call had says the limit is on calls in flight, not on their rate: the window closes to the
+  most ever accepted, and reopens one call a second while none is refused.
+- **Pauses**. A ``Retry-After`` (or ``retry-after-ms``) pauses the whole endpoint, every
+  caller, until then; rate-limit headers (``x-ratelimit-remaining-*``, ``-reset-*``, and
+  Anthropic's) pause it before it refuses when a quota is spent and pace it at the quota's
+  refill rate when it runs low.
+
+The configured ``concurrency`` (and ``rpm``/``tpm``, applied by the caller) are hard
+ceilings: the controller only ever works below them. ``adaptive=False`` keeps only the
+pauses (the endpoint said when to come back)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit._http import Quota
+
+CUT = 0.95  # a refusal: the rate drops to this share of what was accepted (or of itself)
+GROWTH = 0.1  # per second without a refusal, times 1 + seconds since the last one
+PLATEAU_S = 1.5  # seconds of slow growth around the rate refused last
+MIN_RATE = 1 / 60  # calls a second: never slower than one a minute
+_BUCKET_S = 0.05  # the accepted rate is counted in buckets of 50 ms over the last second
+_BUCKETS = 20
+_WINDOW_STEP_S = 1.0  # a closed window reopens one call per this many quiet seconds
+_RECHECK_S = 0.25  # a caller waiting for a pace slot looks again at least this often
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One call let through: when it went, and how many calls were in flight with it."""
+
+    sent: float  # time.monotonic()
+    in_flight: int  # calls on the wire when it was sent, itself included
+
+
+class AdaptiveLimit:
+    """The controller of one endpoint (see the module docstring). ``acquire`` before a call,
+    then exactly one of ``ok``, ``refused`` or ``failed`` with its ticket."""
+
+    def __init__(self, concurrency: int, adaptive: bool = True) -> None:
+        self.ceiling = concurrency
+        self.adaptive = adaptive
+        self.window = concurrency  # calls allowed in flight (waiting for a pace slot included)
+        self.rate: float | None = None  # calls a second; None: unpaced
+        self.hint: float | None = None  # calls a second the rate-limit headers allow
+        self.paused_until = 0.0
+        self.held = 0  # window places taken
+        self.sent = 0  # calls on the wire
+        self.refusals = 0  # 429s
+        self.overloads = 0  # 503s with Retry-After, 529s
+        self.paused_s = 0.0  # seconds the endpoint was paused, summed over pauses
+        self._next = 0.0  # pacing: the earliest time the next call may go
+        self._cut_at = -math.inf  # the last cut: refusals of calls sent before it are old news
+        self._grown_at = 0.0
+        self._window_at = 0.0
+        self._max_ok_in_flight = 0  # the most calls in flight any accepted call went with
+        self._counts = [0] * _BUCKETS  # accepted calls per 50 ms bucket, over the last second
+        self._bucket = 0  # the index (monotonic // 50 ms) of the newest bucket
+        self._first_sent: float = math.inf
+        self._tried = 0  # calls sent (until the first refusal)
+        self._oks = 0
+        self._refused_rate = 0.0  # the rate at the last cut
+        self._latency: float | None = None  # seconds an answered call takes (moving average)
+        self._tokens_per_call: float | None = None
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    # --- the caller's side ------------------------------------------------------------
+
+    async def acquire(self) -> Ticket:
+        """Wait for the endpoint: the end of a pause, a place in the window, a pace slot."""
+        while self.held >= self.window:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+        self.held += 1
+        try:
+            while True:
+                now = time.monotonic()
+                if self.paused_until > now:
+                    await asyncio.sleep(self.paused_until - now)
+                    continue
+                rate = self.effective_rate()
+                if rate is None:
+                    break
+                if self._next <= now:  # a pace slot: taken now, never reserved ahead (the
+                    # rate may change while a caller waits)
+                    self._next = max(self._next, now - 0.5 / rate) + 1 / rate
+                    break
+                await asyncio.sleep(min(self._next - now, _RECHECK_S))
+        except BaseException:
+            self._give_back()
+            raise
+        self.sent += 1
+        now = time.monotonic()
+        if self.rate is None:
+            self._tried += 1
+            self._first_sent = min(self._first_sent, now)
+        return Ticket(now, self.sent)
+
+    def ok(self, ticket: Ticket, quotas: dict[str, Quota] | None = None,
+           tokens: int | None = None) -> None:
+        """The call was answered."""
+        now = time.monotonic()
+        self._done()
+        self._count(now)
+        self._oks += 1
+        latency = now - ticket.sent
+        self._latency = latency if self._latency is None else \
+            0.9 * self._latency + 0.1 * latency
+        if ticket.in_flight > self._max_ok_in_flight:
+            self._max_ok_in_flight = ticket.in_flight
+        if ticket.in_flight > self.window:  # taken with more in flight than the window has
+            self.window = min(self.ceiling, ticket.in_flight)
+        if tokens:
+            self._tokens_per_call = tokens if self._tokens_per_call is None else \
+                0.9 * self._tokens_per_call + 0.1 * tokens
+        if quotas:
+            self.learn(quotas, now)
+        if not self.adaptive:
+            return
+        if self.rate is not None and now - self._grown_at >= 0.05:
+            quiet = now - self._cut_at
+            # fast back to just under the rate refused last, slowly past it for a few
+            # seconds (the limit is likely still there), then faster and faster (it moved)
+            near = self.rate >= 0.97 * self._refused_rate and quiet < PLATEAU_S
+            growth = GROWTH * (0.1 if near else 1 + min(quiet, 30.0))
+            self.rate *= 1 + growth * min(now - self._grown_at, 1.0)
+            # while another limit binds (the window, the caller's), the pace would run away
+            accepted = self.accepted_rate(now)
+            if accepted is not None and quiet > 1.0:
+                self.rate = min(self.rate, max(2 * accepted, MIN_RATE))
+            self._grown_at = now
+        if self.window < self.ceiling and self.held >= self.window and \
+                now - max(self._window_at, self._cut_at) >= _WINDOW_STEP_S:
+            self.window += 1
+            self._window_at = now
+            self._wake()
+
+    def refused(self, ticket: Ticket, overload: bool, retry_after: float | None,
+                quotas: dict[str, Quota] | None = None) -> None:
+        """The endpoint said "slow down": a 429 (``overload`` False) or an overload."""
+        now = time.monotonic()
+        self._done()
+        if overload:
+            self.overloads += 1
+        else:
+            self.refusals += 1
+        if retry_after is not None and retry_after > 0:
+            self.pause(now + retry_after, now)
+        if quotas:
+            self.learn(quotas, now)
+        # one cut per round trip: the calls sent within one of the last cut went before
+        # anything it changed could show
+        if not self.adaptive or ticket.sent < self._cut_at + min(self._latency or 0.1, 1.0):
+            return
+        self._cut_at = now
+        if self._oks >= 10 and self._max_ok_in_flight < ticket.in_flight:
+            # more in flight than any call the endpoint took: a limit on calls in flight
+            self.window = max(1, min(self.window, self._max_ok_in_flight))
+            self._window_at = now
+            return
+        accepted = self.accepted_rate(now)
+        current = self.rate if self.rate is not None else math.inf
+        if accepted:  # a little under what the endpoint took (not compounding: refusals
+            # go on for a while after a cut, until the provider's bucket refills)
+            target = accepted * CUT
+        elif math.isinf(current):  # refused before any answer: half the pace tried so far
+            target = 0.5 * self._tried / max(now - self._first_sent, 0.05)
+        else:
+            target = current / 2
+        # at most halved by one refusal: an endpoint refusing everything for a while is
+        # not slowed to a crawl by each of its refusals
+        target = max(target, current / 2, MIN_RATE) if not math.isinf(current) else \
+            max(target, MIN_RATE)
+        if target < current:
+            self._refused_rate = min(current, accepted or current)
+            self.rate = target
+        self._grown_at = now
+
+    def failed(self, ticket: Ticket) -> None:
+        """The call failed otherwise (an error, a timeout): no news about the limits."""
+        self._done()
+
+    # --- what the endpoint said -------------------------------------------------------
+
+    def pause(self, until: float, now: float | None = None) -> None:
+        """No call goes before ``until`` (time.monotonic())."""
+        now = time.monotonic() if now is None else now
+        if until > self.paused_until:
+            self.paused_s += until - max(now, self.paused_until)
+            self.paused_until = until
+
+    def learn(self, quotas: dict[str, Quota], now: float) -> None:
+        """Read the provider's rate-limit headers: pause when a quota is spent, pace at its
+        refill rate while it runs low, unpaced again when it is not."""
+        hints = []
+        for dim, quota in quotas.items():
+            per_call = 1.0 if dim == "requests" else self._tokens_per_call
+            if not per_call:
+                continue
+            calls_left = quota.remaining / per_call
+            refill = quota.refill_per_s()
+            if calls_left < 1:
+                wait = per_call / refill if refill else quota.reset_s
+                if wait:
+                    self.pause(now + min(wait, 60.0), now)
+            if refill and calls_left < max(self.window, 2):
+                hints.append(0.98 * refill / per_call)
+        self.hint = min(hints) if hints else None
+
+    # --- reading it -------------------------------------------------------------------
+
+    def effective_rate(self) -> float | None:
+        """The calls a second let through now (None: unpaced)."""
+        if self.hint is None:
+            return self.rate
+        return self.hint if self.rate is None else min(self.rate, self.hint)
+
+    def accepted_rate(self, now: float) -> float | None:
+        """Calls a second the endpoint answered over the last second (None: too early)."""
+        self._count(now, 0)
+        span = min(now - self._first_sent, _BUCKETS * _BUCKET_S)
+        if span < 0.1:
+            return None
+        return sum(self._counts) / span
+
+    def stats(self) -> dict[str, Any]:
+        """For the manifest and the summary: the rate and window it settled at (null: the
+        endpoint never pushed back), refusals, overloads and seconds paused."""
+        rate = self.effective_rate()
+        return {"rate_per_s": None if rate is None else round(rate, 3),
+                "in_flight": self.window if self.window < self.ceiling else None,
+                "refusals": self.refusals, "overloads": self.overloads,
+                "paused_s": round(self.paused_s, 3)}
+
+    # --- inside -----------------------------------------------------------------------
+
+    def _count(self, now: float, amount: int = 1) -> None:
+        index = int(now / _BUCKET_S)
+        if index != self._bucket:
+            for i in range(self._bucket + 1, min(index, self._bucket + _BUCKETS) + 1):
+                self._counts[i % _BUCKETS] = 0
+            self._bucket = index
+        self._counts[index % _BUCKETS] += amount
+
+    def _done(self) -> None:
+        self.sent -= 1
+        self._give_back()
+
+    def _give_back(self) -> None:
+        self.held -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        free = self.window - self.held
+        while self._waiters and free > 0:
+            waiter = self._waiters.popleft()
+            if waiter.done():
+                continue
+            free -= 1
+            loop = waiter.get_loop()
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if loop is running:
+                waiter.set_result(None)
+            else:  # a caller in another thread's loop
+                loop.call_soon_threadsafe(_wake, waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

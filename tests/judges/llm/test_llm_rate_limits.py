@@ -1,0 +1,203 @@
+"""A provider's limits nobody configured: the fake server refuses over a rate of requests, of
+tokens or of calls in flight (with and without rate-limit headers, a limit that changes
+mid-run), and every judgment still comes back ok, with few refusals, the endpoint's
+settled rate in its stats. Limits are scaled up and counts down: a test takes a second or
+two. (Wall time against the ideal is bench/bench_rate_limits.py's, not a test's.)"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from fake_limits import ProviderLimits, go_duration
+from fake_llm_server import Reply
+from llm_helpers import judge, make, records
+
+from evalkit._http import Quota, duration_seconds, rate_limit_quotas
+from evalkit.judges.llm.correctness import CorrectnessLlmJudge
+
+ROWS = [{"input": f"question {i}", "output": "an answer", "reference": "an answer"}
+        for i in range(400)]
+
+
+def _run(ctx, server, limits: ProviderLimits, n: int, **options) -> tuple[list[dict], dict]:
+    server.plan = limits
+    options.setdefault("concurrency", 32)
+    j = make(CorrectnessLlmJudge, ctx, server, cache=False, max_retries=2, **options)
+    rows = judge(j, records(*ROWS[:n]))
+    return rows, j.engine.stats()
+
+
+def _all_ok(rows: list[dict]) -> None:
+    errors = [r.get("error") for r in rows if r["status"] != "ok"]
+    assert not errors, errors[:3]
+
+
+@pytest.fixture
+def slow_llm(fake_llm):
+    fake_llm.latency = 0.05
+    return fake_llm
+
+
+def test_requests_a_second_without_headers(ctx, slow_llm):
+    limits = ProviderLimits(slow_llm, rps=150, retry_after=False, burst_s=0.2)
+    rows, stats = _run(ctx, slow_llm, limits, 240)
+    _all_ok(rows)
+    assert limits.refused <= 0.5 * len(rows)  # today: every call retried into errors
+    assert stats["refusals"] == limits.refused
+    assert 60 <= stats["rate_per_s"] <= 300  # settled near the 150 a second
+
+
+def test_requests_a_second_with_retry_after(ctx, slow_llm):
+    limits = ProviderLimits(slow_llm, rps=150, burst_s=0.2)
+    rows, stats = _run(ctx, slow_llm, limits, 240)
+    _all_ok(rows)
+    assert limits.refused <= 0.5 * len(rows)
+    assert stats["paused_s"] > 0  # each Retry-After paused the endpoint
+
+
+def test_tokens_a_minute_with_headers_pace_before_a_refusal(ctx, slow_llm):
+    # ~250 tokens a call: 25,000 tokens a second is ~100 calls a second
+    limits = ProviderLimits(slow_llm, tokens_per_s=25_000, headers=True, burst_s=0.2)
+    rows, stats = _run(ctx, slow_llm, limits, 200)
+    _all_ok(rows)
+    # the headers said the quota was running low before it ran out
+    assert limits.refused <= 0.25 * len(rows)
+    assert stats["rate_per_s"] is not None
+
+
+def test_tokens_a_minute_without_headers(ctx, slow_llm):
+    limits = ProviderLimits(slow_llm, tokens_per_s=25_000, retry_after=False, burst_s=0.2)
+    rows, _ = _run(ctx, slow_llm, limits, 200)
+    _all_ok(rows)
+    assert limits.refused <= 0.5 * len(rows)
+
+
+def test_calls_in_flight(ctx, slow_llm):
+    limits = ProviderLimits(slow_llm, in_flight=5, retry_after=False)
+    rows, stats = _run(ctx, slow_llm, limits, 150, concurrency=16)
+    _all_ok(rows)
+    assert limits.refused <= 0.5 * len(rows)
+    assert stats["in_flight"] or stats["rate_per_s"]  # paced to it, or the window closed
+
+
+def test_a_refusal_above_the_most_ever_accepted_in_flight_closes_the_window():
+    from evalkit._adaptive import AdaptiveLimit
+
+    async def main() -> AdaptiveLimit:
+        limit = AdaptiveLimit(16)
+        for _ in range(12):  # answered with up to 4 in flight
+            tickets = [await limit.acquire() for _ in range(4)]
+            for ticket in tickets:
+                limit.ok(ticket)
+        tickets = [await limit.acquire() for _ in range(6)]
+        limit.refused(tickets[-1], False, None)  # the sixth in flight: refused
+        for ticket in tickets[:-1]:
+            limit.ok(ticket)
+        return limit
+
+    limit = asyncio.run(main())
+    assert limit.window == 5 and limit.rate is None  # the most accepted, the rate untouched
+    assert limit.stats()["in_flight"] == 5
+
+
+def test_a_limit_lowered_mid_run_is_followed(ctx, slow_llm):
+    limits = ProviderLimits(slow_llm, rps=400, burst_s=0.2).then(60, rps=150)
+    rows, stats = _run(ctx, slow_llm, limits, 300)
+    _all_ok(rows)
+    assert stats["rate_per_s"] <= 1.5 * 150
+    assert limits.refused <= 0.5 * len(rows)
+
+
+def test_a_limit_raised_mid_run_is_found(ctx, slow_llm):
+    limits = ProviderLimits(slow_llm, rps=60, burst_s=0.2).then(60, rps=600)
+    rows, stats = _run(ctx, slow_llm, limits, 300)
+    _all_ok(rows)
+    assert stats["rate_per_s"] is None or stats["rate_per_s"] > 120  # grew past the old limit
+
+
+def test_retry_after_pauses_the_endpoint_not_one_call(ctx, fake_llm):
+    fake_llm.latency = 0.1
+    fake_llm.push(Reply(status=429, delay=0.0, headers={"Retry-After": "0.4"}))
+    j = make(CorrectnessLlmJudge, ctx, fake_llm, cache=False, concurrency=4)
+    rows = judge(j, records(*ROWS[:12]))
+    _all_ok(rows)
+    start = fake_llm.requests[0]["time"]
+    late = [r["time"] - start for r in fake_llm.requests[4:]]
+    # the three calls sent with the refused one came back at 0.1 s; nothing went until 0.4
+    assert late and min(late) >= 0.39
+
+
+def test_slow_down_is_retried_for_a_time_budget_not_a_count(ctx, fake_llm):
+    fake_llm.plan = lambda body: Reply(status=429, delay=0.0,
+                                       headers={"retry-after-ms": "50"})
+    j = make(CorrectnessLlmJudge, ctx, fake_llm, cache=False, max_retries=1,
+             rate_limit_budget_s=0.6)
+    t0 = time.perf_counter()
+    [row] = judge(j, records(ROWS[0]))
+    assert time.perf_counter() - t0 >= 0.6
+    assert row["status"] == "error" and row["error_cause"] == "rate_limited"
+    assert row["attempts"] > 2 and "rate_limit_budget_s" in row["error"]
+
+
+def test_turned_off_it_keeps_to_the_configured_limits(ctx, slow_llm):
+    limits = ProviderLimits(slow_llm, rps=150, retry_after=False, burst_s=0.2)
+    rows, stats = _run(ctx, slow_llm, limits, 60, adaptive=False, rate_limit_budget_s=30)
+    _all_ok(rows)  # still no judgment lost: each call backs off alone
+    assert stats["rate_per_s"] is None and stats["in_flight"] is None
+
+
+def test_configured_limits_stay_ceilings(ctx, slow_llm):
+    limits = ProviderLimits(slow_llm, in_flight=100)  # never binds
+    rows, stats = _run(ctx, slow_llm, limits, 60, concurrency=4, rpm=3000)
+    _all_ok(rows)
+    assert slow_llm.max_in_flight <= 4 and limits.refused == 0
+    times = sorted(r["time"] for r in slow_llm.requests)
+    assert times[-1] - times[0] >= (len(times) - 50) / 50 * 0.9  # 50 a second, burst aside
+
+
+def test_rate_limit_headers_of_openai_anthropic_and_litellm():
+    openai = rate_limit_quotas({"x-ratelimit-limit-requests": "5000",
+                                "x-ratelimit-remaining-requests": "4999",
+                                "x-ratelimit-reset-requests": "12ms",
+                                "x-ratelimit-limit-tokens": "160000",
+                                "x-ratelimit-remaining-tokens": "159976",
+                                "x-ratelimit-reset-tokens": "6m0s"})
+    assert openai["requests"] == Quota(5000, 4999, 0.012)
+    assert openai["tokens"] == Quota(160000, 159976, 360.0)
+    assert openai["requests"].refill_per_s() == pytest.approx(1 / 0.012)
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30))
+    anthropic = rate_limit_quotas({"anthropic-ratelimit-requests-limit": "50",
+                                   "anthropic-ratelimit-requests-remaining": "0",
+                                   "anthropic-ratelimit-requests-reset": when})
+    assert anthropic["requests"].remaining == 0
+    assert 28 <= anthropic["requests"].reset_s <= 31
+    litellm = rate_limit_quotas({"x-ratelimit-remaining-requests": "3",
+                                 "llm_provider-anthropic-ratelimit-requests-reset": when})
+    assert litellm["requests"].remaining == 3 and litellm["requests"].reset_s > 28
+    assert rate_limit_quotas({"x-ratelimit-remaining-requests": "lots"}) == {}
+    assert rate_limit_quotas({}) == {} and rate_limit_quotas(None) == {}
+    for text, seconds in (("1h2m3.5s", 3723.5), ("250ms", 0.25), ("2", 2.0),
+                          (go_duration(0.02), 0.02), (go_duration(75), 75.0)):
+        assert duration_seconds(text) == pytest.approx(seconds)
+    assert duration_seconds("soon") is None and duration_seconds("2s later") is None
+
+
+def test_a_pause_holds_every_caller(ctx):
+    from evalkit._adaptive import AdaptiveLimit
+
+    async def main() -> list[float]:
+        limit = AdaptiveLimit(8)
+        first = await limit.acquire()
+        limit.refused(first, False, 0.3)
+        t0 = time.monotonic()
+
+        async def one() -> float:
+            ticket = await limit.acquire()
+            limit.ok(ticket)
+            return time.monotonic() - t0
+
+        return await asyncio.gather(*(one() for _ in range(5)))
+
+    assert min(asyncio.run(main())) >= 0.29
