@@ -82,10 +82,28 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _wait_for(what: str, proc: subprocess.Popen, log: Path, ready, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited {proc.returncode}: {log.read_text()[-2000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not come up within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def _nodes_up(address: str) -> int:
+    status = subprocess.run([str(RAY), "status", f"--address={address}"], env=_env(),
+                            capture_output=True, text=True, timeout=60)
+    return status.stdout.count(" node_")
+
+
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[tuple[str, Path]]:
-    """``address, temp dir`` of a Ray head on 127.0.0.1 (2 CPUs), shared by the module's
-    tests; stopped with every process it started."""
+    """``address, temp dir`` of a two-node Ray cluster on 127.0.0.1, as a cluster of two
+    machines would be: a head and a worker node, 1 CPU each, each with its own raylet,
+    object store, ports and temp dir (``TEMP/ray``, ``TEMP/node2``: a task's node is told
+    by its worker's raylet). Shared by the module's tests; stopped with every process."""
     missing = _ray_missing()
     if missing is not None:
         if REQUIRED:
@@ -94,41 +112,55 @@ def ray_head() -> Iterator[tuple[str, Path]]:
     port = _free_port()
     # short: Ray's socket paths live under it (a Unix socket path has ~107 bytes)
     temp = Path(tempfile.mkdtemp(prefix="evk-ray-"))
-    log = (temp / "head.log").open("wb")
-    head = subprocess.Popen(
-        [str(RAY), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-         "--include-dashboard=false", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
-         # a small object store: a container's /dev/shm is often 64 MB
-         "--object-store-memory=78643200",
-         f"--temp-dir={temp / 'ray'}"],
-        env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"127.0.0.1:{port}"
+    # a small object store: a container's /dev/shm is often 64 MB
+    common = ["--block", "--num-cpus=1", "--node-ip-address=127.0.0.1",
+              "--object-store-memory=78643200"]
+    nodes: list[subprocess.Popen] = []
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if head.poll() is not None:
-                pytest.fail(f"ray start exited {head.returncode}: "
-                            f"{(temp / 'head.log').read_text()[-2000:]}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail("the Ray head did not listen within 60 s")
-            time.sleep(0.2)
-        yield f"127.0.0.1:{port}", temp / "ray"
+        for name, args in (("head", [f"--port={port}", "--head", "--include-dashboard=false",
+                                     "--disable-usage-stats", f"--temp-dir={temp / 'ray'}"]),
+                           ("node2", [f"--address={address}", f"--temp-dir={temp / 'node2'}",
+                                      # (the head's agent holds the default port)
+                                      "--dashboard-agent-listen-port=0"])):
+            log = temp / f"{name}.log"
+            with log.open("wb") as out:
+                nodes.append(subprocess.Popen([str(RAY), "start", *common, *args], env=_env(),
+                                              stdout=out, stderr=subprocess.STDOUT,
+                                              start_new_session=True))
+            if name == "head":
+                def listening() -> bool:
+                    with socket.socket() as s:
+                        return s.connect_ex(("127.0.0.1", port)) == 0
+                _wait_for("the Ray head", nodes[-1], log, listening)
+            else:
+                _wait_for("the second Ray node", nodes[-1], log,
+                          lambda: _nodes_up(address) >= 2, timeout=90)
+        yield address, temp
     finally:
-        head.send_signal(signal.SIGTERM)  # `ray start --block` stops what it started
-        try:
-            head.wait(30)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(head.pid, signal.SIGKILL)  # anything left of its session (workers)
-        except ProcessLookupError:
-            pass
-        log.close()
+        for node in reversed(nodes):  # `ray start --block` stops what it started
+            node.send_signal(signal.SIGTERM)
+            try:
+                node.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(node.pid, signal.SIGKILL)  # anything left of its session (workers)
+            except ProcessLookupError:
+                pass
         import shutil
 
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _node_of(pid: int | None) -> str | None:
+    """``ray`` or ``node2``: the node whose raylet started worker ``pid``."""
+    try:
+        ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        raylet = Path(f"/proc/{ppid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, IndexError, TypeError):
+        return None
+    return "node2" if "/node2/" in raylet else "ray" if "/ray/" in raylet else None
 
 
 def _project(cwd: Path, url: str) -> None:
@@ -155,8 +187,18 @@ def _files_holding(root: Path, *secrets: str) -> list[str]:
 
 def test_a_sweep_runs_as_ray_tasks_with_the_sweeps_environment(
         tmp_path: Path, ray_head: tuple[str, Path]) -> None:
+    from fake_llm_server import Reply
+
     address, ray_temp = ray_head
     server = FakeLLMServer(latency=0.15).start()
+    nodes: set[str | None] = set()
+
+    def plan(body: dict) -> Reply:  # which node each call came from
+        peer = server.requests[-1]["peer"]
+        nodes.add(_node_of(_pid_of_peer(peer[1])) if peer else None)
+        return Reply()
+
+    server.plan = plan
     try:
         _project(tmp_path, server.url)
         base = server.url.replace("http://", f"http://judge:{PASSWORD}@")
@@ -186,9 +228,11 @@ def test_a_sweep_runs_as_ray_tasks_with_the_sweeps_environment(
 
         # the secrets reached the Ray workers (the head never had the key) ...
         assert len(server.requests) == 24
+        # ... on both nodes (1 CPU each: the two jobs ran side by side, one on each)
+        assert nodes == {"ray", "node2"}, nodes
         auth = {r["headers"].get("Authorization") for r in server.requests}
         assert auth == {f"Bearer {KEY}"}, auth
-        # ... the limits dir too: 2 jobs at once on 2 CPUs, each would keep 2 in flight
+        # ... the limits dir too: 2 jobs at once on 2 nodes, each would keep 2 in flight
         assert server.max_in_flight == 2
         # ... and no secret in a run, the sweep's files, Ray's session (its logs, the jobs'
         # output) or the job's config Ray keeps (its runtime_env)
@@ -259,15 +303,16 @@ def test_a_job_whose_ray_worker_dies_fails_alone(
 
     address, _ = ray_head
     server = FakeLLMServer(latency=0.05).start()
-    killed: list[int] = []
+    killed: list[tuple[int, str]] = []
 
     def plan(body: dict) -> Reply:
-        # judge-b's first call: its Ray worker is killed (SIGKILL) while judge-a's runs on
-        if body.get("model") == "judge-b" and not killed:
+        # the first call from the second node: its Ray worker is killed (SIGKILL, as when a
+        # machine of the cluster goes) while the job on the head runs on
+        if not killed:
             peer = server.requests[-1]["peer"]  # (this request: appended just before)
             pid = _pid_of_peer(peer[1]) if peer else None
-            if pid is not None and pid != os.getpid():
-                killed.append(pid)
+            if pid is not None and pid != os.getpid() and _node_of(pid) == "node2":
+                killed.append((pid, str(body.get("model"))))
                 os.kill(pid, signal.SIGKILL)
         return Reply()
 
@@ -281,14 +326,16 @@ def test_a_job_whose_ray_worker_dies_fails_alone(
             "runner.summary=false", cwd=tmp_path, check=False,
             env={**_env(), "RAYTEST_API_KEY": KEY, "TMPDIR": str(tmp_path / "tmp"),
                  "EVALKIT_CACHE_DIR": str(tmp_path / "cache")})
-        assert killed, "no worker was killed"
+        assert killed, "no worker on the second node was killed"
+        dead = ["judge-a", "judge-b", "judge-c"].index(killed[0][1])
         assert proc.returncode == 1, (proc.stdout + proc.stderr)[-3000:]
-        assert "3 jobs, 1 failed" in proc.stdout and "job 1 failed" in proc.stdout
+        assert "3 jobs, 1 failed" in proc.stdout and f"job {dead} failed" in proc.stdout
         assert "Ray task died" in proc.stdout
         runs = [json.loads((d / "manifest.json").read_text())
                 for d in run_dirs(tmp_path, "onray")]
         ok = sorted(m["sweep_job"] for m in runs if m["status"] == "ok")
-        assert ok == [0, 2]  # the others ran to their end, each once (no retried job)
+        # the others ran to their end, each once (no retried job), on either node
+        assert ok == sorted({0, 1, 2} - {dead})
         assert len(runs) == 3  # and the dead job's run, never a second one
     finally:
         server.stop()
