@@ -80,7 +80,12 @@ def main(argv: list[str] | None = None) -> None:
     from evalkit.errors import EvalkitError
 
     try:
-        code = module.main(args)
+        try:
+            code = module.main(args)
+        except OSError as exc:  # a full disk, a read-only directory, a path in the way
+            from evalkit.errors import disk_error
+
+            raise disk_error(name, exc) from exc
     except EvalkitError as exc:
         if os.environ.get("EVALKIT_FULL_ERROR"):
             raise

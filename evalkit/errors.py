@@ -61,3 +61,30 @@ class RunInterrupted(EvalkitError):
     """The user stopped the run (Ctrl-C); it is marked ``interrupted`` and can be resumed."""
 
     exit_code = 130
+
+
+# what the user can do about a file system error, by errno name
+_DISK_FIXES = {
+    "ENOSPC": "free some space or write elsewhere", "EDQUOT": "free some space or write elsewhere",
+    "EFBIG": "free some space or write elsewhere",
+    "EROFS": "write elsewhere (the file system is read-only)",
+    "EACCES": "fix its permissions or write elsewhere",
+    "EPERM": "fix its permissions or write elsewhere",
+    "ENOTDIR": "a file is in the way of that path; choose another",
+    "EISDIR": "a directory is in the way of that path; choose another",
+    "EEXIST": "something is in the way of that path; choose another",
+}
+
+
+def disk_error(command: str, exc: OSError) -> EvalkitError:
+    """A file system error (full disk, read-only, permission denied, a path in the way) as
+    one line for ``command``: the path, the reason and what to do."""
+    import errno
+    import os
+
+    path = exc.filename if exc.filename is not None else exc.filename2
+    reason = os.strerror(exc.errno) if exc.errno else (str(exc).strip().splitlines() or
+                                                       [type(exc).__name__])[0]
+    fix = _DISK_FIXES.get(errno.errorcode.get(exc.errno or 0, ""), "")
+    where = f"{os.fsdecode(path)}: " if path is not None else ""
+    return EvalkitError(f"{command}: {where}{reason}" + (f"; {fix}" if fix else ""))

@@ -55,8 +55,14 @@ def atomic_path(path: Path) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
+    except OSError as exc:
+        if exc.filename is not None and os.fspath(exc.filename) not in (str(tmp), str(path)):
+            raise
+        # the error names the file being written, not its temporary name (or none: a
+        # full disk's write() names nothing)
+        raise OSError(exc.errno, exc.strerror or str(exc).splitlines()[0], str(path)) from exc
+    finally:  # (a path that cannot hold the file cannot hold its temporary either)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             tmp.unlink()
 
 

@@ -363,5 +363,12 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     if rc.runner.report and not rc.runner.dry_run:
         from evalkit.report import write_report
 
-        print(f"report: {write_report([run_dir]).html}")
+        try:
+            print(f"report: {write_report([run_dir]).html}")
+        except OSError as exc:  # (the run itself is saved: say so, in one line)
+            from evalkit.errors import disk_error
+
+            raise RunDirError(f"{disk_error('runner.report', exc)} (the run is saved in "
+                              f"{run_dir}; write its report with: evalkit report "
+                              f"{run_dir})") from exc
     return result

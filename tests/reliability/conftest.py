@@ -42,3 +42,24 @@ def ctx_dir(tmp_path: Path) -> RunContext:
     """A run context whose run and cache directories are under the test's tmp_path."""
     return RunContext(run_id="test-run", experiment="test", run_dir=tmp_path / "run",
                       runs_dir=tmp_path / "runs", cache_dir=tmp_path / "cache")
+
+
+@pytest.fixture(scope="session")
+def shard_runs_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs directory holding the two shards of one quickstart run (``0/2``, ``1/2``), each
+    with several judgment parts (batches of 40): made once, copied by :func:`shard_runs`."""
+    from tests.conftest import run_cli
+
+    root = tmp_path_factory.mktemp("shard-runs")
+    run_cli("run", "-m", "+experiment=quickstart", "source.shard=0/2,1/2",
+            "+source.batch_size=40", "runner.summary=false", cwd=root)
+    return root / "runs"
+
+
+@pytest.fixture
+def shard_runs(shard_runs_template: Path, tmp_path: Path) -> Path:
+    """A fresh copy of :func:`shard_runs_template` under ``tmp_path/runs``."""
+    import shutil
+
+    shutil.copytree(shard_runs_template, tmp_path / "runs", symlinks=True)
+    return tmp_path / "runs"
