@@ -11,9 +11,14 @@ from evalkit.estimation.classic import human_mean, judge_mean
 from evalkit.estimation.corrected import METHODS, LabelSet, slice_estimates
 from evalkit.estimation.ipw import ipw_mean
 from evalkit.estimation.planning import expected_half_widths
-from evalkit.estimation.ppi import census_mean, ppi_lambda, ppi_mean
+from evalkit.estimation.ppi import (
+    census_mean,
+    ppi_lambda,
+    ppi_mean,
+    ppi_paired_difference,
+)
 from evalkit.estimation.rogan_gladen import rogan_gladen
 
 __all__ = ["METHODS", "Estimate", "LabelSet", "census_mean", "expected_half_widths",
-           "human_mean", "ipw_mean", "judge_mean", "ppi_lambda", "ppi_mean", "rogan_gladen",
-           "slice_estimates", "z_value"]
+           "human_mean", "ipw_mean", "judge_mean", "ppi_lambda", "ppi_mean",
+           "ppi_paired_difference", "rogan_gladen", "slice_estimates", "z_value"]

@@ -70,3 +70,17 @@ def _effective_n(y: np.ndarray, var: float, n: int) -> float | None:
     if not var > 0:
         return None
     return float(np.var(y) / var) if np.var(y) > 0 else float(n)
+
+
+def ppi_paired_difference(y_a: np.ndarray, y_b: np.ndarray, f_a: np.ndarray, f_b: np.ndarray,
+                          labelled: np.ndarray, confidence: float = 0.95) -> Estimate:
+    """PPI++ of the change B − A in the mean human value over records both runs hold: the
+    per-record differences ``y_b − y_a`` (human, known where ``labelled``) and ``f_b − f_a``
+    (the judges, on every record) are one PPI++ problem, so the pairing's covariance is
+    inside the interval."""
+    labelled = np.asarray(labelled, dtype=bool)
+    d_y = (np.asarray(y_b, dtype=float) - np.asarray(y_a, dtype=float))[labelled]
+    d_f = np.asarray(f_b, dtype=float) - np.asarray(f_a, dtype=float)
+    est = ppi_mean(d_y, d_f[labelled], d_f[~labelled], confidence)
+    est.details["paired"] = True
+    return est

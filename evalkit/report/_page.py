@@ -226,6 +226,34 @@ def _calibration(run: RunData) -> str:
     return f'<div class="grid">{"".join(parts)}</div>' if parts else ""
 
 
+def _corrected(run: RunData) -> str:
+    from evalkit.estimation.readout import corrected_readouts
+
+    def cell(part: dict[str, Any] | None, name: str, sl: str) -> str:
+        if part is None:
+            return "<td></td><td></td>"
+        if part["value"] is None:
+            return f'<td class="muted" title="{e(part["undefined"])}">no value</td><td></td>'
+        return (f'<td data-metric="{e(name)}" data-slice="{e(sl)}" '
+                f'data-value="{part["value"]!r}">{fmt(part["value"])}</td>'
+                f"<td>{ci_text(part['low'], part['high'])}</td>")
+
+    rows = []
+    for r in corrected_readouts(run.metrics, None):
+        name, sl = r["name"], r["slice"]
+        c = r.get("corrected") or {}
+        cells = [cell(r.get(part), metric, sl) for part, metric in (
+            ("corrected", name), ("judge", f"{name}.judge"), ("human", f"{name}.human"),
+            ("rogan_gladen", f"{name}.rogan_gladen"))]
+        rows.append(f"<tr><td>{e(name)}</td><td>{e(sl)}</td>{''.join(cells)}"
+                    f"<td>{e(c.get('method') or '')}</td>"
+                    f"<td>{e(c.get('n_labelled'))} / {e(c.get('N'))}</td></tr>")
+    if not rows:
+        return ""
+    return table(["metric", "slice", "corrected", "CI", "judge alone", "CI", "labels alone",
+                  "CI", "Rogan–Gladen", "CI", "method", "labelled / N"], rows)
+
+
 def _agreement(run: RunData) -> str:
     cells: dict[tuple[str, str], dict[str, Any]] = {}
     names: list[str] = []
@@ -386,6 +414,10 @@ def run_body(run: RunData, k: int) -> str:
         section("crosstabs", "Crosstabs: flags and failure modes", _crosstabs(run)),
         section("calibration", "Calibration: reliability diagrams", _calibration(run)),
         section("agreement", "Judge agreement", _agreement(run)),
+        section("corrected", "Corrected by human labels", _corrected(run),
+                "The judge's rate over every record beside the rate corrected by human labels "
+                "on a random sample of them (docs/labels.md); the judge's own interval covers "
+                "the judge's rate, not the truth."),
         section("operations", "Task completion, cost, latency, edits", _slices(run, OPERATIONS)),
         section("slices", "Metrics by slice", _slices(run, None)),
         section("records", "Records", _drill(run, k)),

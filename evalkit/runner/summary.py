@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -66,6 +66,31 @@ def endpoint_line(endpoint: str, stats: dict) -> str | None:
     return (f"endpoint {endpoint}: {refused} refused (429), {overloaded} overloaded; "
             f"settled at {', '.join(s for s in settled if s) or 'no limit'}; paused "
             f"{stats.get('paused_s') or 0:.3g} s")
+
+
+def corrected_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The corrected value beside the judge's, one line per ``corrected`` metric (slice
+    ``all``)."""
+    from evalkit.estimation.readout import corrected_readouts
+
+    def one(part: dict[str, Any] | None) -> str:
+        if part is None:
+            return "-"
+        if part["value"] is None:
+            return "no value"
+        ci = f" [{_num(part['low'])}, {_num(part['high'])}]" if part["low"] is not None else ""
+        return _num(part["value"]) + ci
+
+    lines = []
+    for r in corrected_readouts(rows):
+        c = r.get("corrected")
+        how = (f" ({c['method']}, {c['n_labelled']} labels of {c['N']})"
+               if c and c["value"] is not None else "")
+        lines.append(f"corrected {r['name']}: {one(c)}{how} · judge alone {one(r.get('judge'))}"
+                     f" · labels alone {one(r.get('human'))}"
+                     + (f" · Rogan–Gladen {one(r['rogan_gladen'])}"
+                        if r.get("rogan_gladen") else ""))
+    return lines
 
 
 def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
@@ -185,6 +210,8 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         if hidden:
             console.print(f"[dim]{hidden} per-slice rows not shown (runner.summary_slices=true,"
                           " or query the metrics table)[/]")
+    for line in corrected_lines(all_rows):
+        console.print(escape(line), soft_wrap=True)
     missing = [r for r in rows if r["value"] is None]
     for r in missing[:8]:
         console.print(f"[yellow]no value[/] {escape(r['metric'])} \\[{escape(r['slice'])}]: "

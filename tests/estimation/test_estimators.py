@@ -12,6 +12,7 @@ from evalkit.estimation import (
     ipw_mean,
     judge_mean,
     ppi_mean,
+    ppi_paired_difference,
     rogan_gladen,
 )
 
@@ -140,3 +141,19 @@ def test_expected_half_width_shrinks_with_correlation_and_budget():
     widths = expected_half_widths(100, 1000, 0.3)
     assert widths[0.0] > widths[0.5] > widths[0.8]
     assert expected_half_widths(400, 1000, 0.3)[0.0] < widths[0.0]
+
+
+def test_the_paired_difference_is_ppi_on_per_record_differences():
+    rng = np.random.default_rng(11)
+    n_all = 500
+    y_a = (rng.random(n_all) < 0.3).astype(float)
+    y_b = np.where(rng.random(n_all) < 0.2, 1 - y_a, y_a)
+    f_a = np.where(rng.random(n_all) < 0.15, 1 - y_a, y_a)
+    f_b = np.where(rng.random(n_all) < 0.15, 1 - y_b, y_b)
+    labelled = np.zeros(n_all, dtype=bool)
+    labelled[rng.choice(n_all, 80, replace=False)] = True
+    est = ppi_paired_difference(y_a, y_b, f_a, f_b, labelled, 0.9)
+    d_y, d_f = (y_b - y_a)[labelled], f_b - f_a
+    low, high = ppi_py.ppi_mean_ci(d_y, d_f[labelled], d_f[~labelled], alpha=0.1)
+    assert (est.low, est.high) == pytest.approx((low[0], high[0]), abs=1e-9)
+    assert est.details["paired"] and est.details["n_labelled"] == 80
