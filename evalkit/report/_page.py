@@ -470,34 +470,13 @@ def across_runs(runs: list[RunData], verdicts: list[dict[str, Any]], note: str) 
     return section("across", "Across runs", body)
 
 
-_SET_ASIDE = ("experiment=", "runner.", "hydra.", "hydra/")
-
-
 def run_labels(runs: list[RunData]) -> list[str]:
-    """Each run named by the overrides of its command line that the others do not share (a
-    sweep's values: ``threshold=0.8``), the last key part only unless two differing keys end
-    alike; the run id when no override tells the runs apart."""
-    def overrides(run: RunData) -> dict[str, str]:
-        out = {}
-        for o in run.manifest.get("overrides") or []:
-            key, eq, value = str(o).lstrip("+~").partition("=")
-            if eq and not f"{key}=".startswith(_SET_ASIDE):
-                out[key] = value
-        return out
+    """Each run named by the overrides that tell it apart from the others
+    (:func:`evalkit.run_names.names_by_overrides`)."""
+    from evalkit.run_names import names_by_overrides
 
-    each = [overrides(r) for r in runs]
-    keys = list(dict.fromkeys(k for o in each for k in o))
-    differ = [k for k in keys if len({o.get(k) for o in each}) > 1] if len(runs) > 1 else keys
-    tails = [k.rsplit(".", 1)[-1] for k in differ]
-    short = {k: (t if tails.count(t) == 1 else k) for k, t in zip(differ, tails, strict=True)}
-    labels = []
-    for run, o in zip(runs, each, strict=True):
-        parts = [f"{short[k]}={o[k]}" if k in o else f"{short[k]} unset" for k in differ]
-        labels.append(", ".join(parts) or run.run_id)
-    if len(set(labels)) < len(labels):  # same overrides (a run repeated): ids tell them apart
-        labels = [f"{label} · {run.run_id}" if label != run.run_id else label
-                  for label, run in zip(labels, runs, strict=True)]
-    return labels
+    return names_by_overrides([r.manifest.get("overrides") or [] for r in runs],
+                              [r.run_id for r in runs])
 
 
 def page(runs: list[RunData], across: str) -> str:

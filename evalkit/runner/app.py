@@ -116,6 +116,9 @@ def main(argv: list[str]) -> None:
         sys.exit(shell_completion(argv))
     argv = _take_cfg_job(argv)
     argv = take_verbose_flags(argv)
+    if os.environ.get("EVALKIT_LOG_LEVEL", "").upper() in ("INFO", "DEBUG") and \
+            not any(a.lstrip("+~").startswith("hydra/hydra_logging=") for a in argv):
+        argv = [*argv, "hydra/hydra_logging=default"]  # Hydra's launch lines too
     # a secret value on the command line reaches the jobs through the environment, never a
     # sweep's multirun.yaml or Hydra's console lines
     argv = hide_secret_overrides(argv)

@@ -212,7 +212,7 @@ class _Plugins:
 
 def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started: datetime,
          t_start: float, staged: Staged | None) -> RunResult:
-    from evalkit.runner.summary import print_summary
+    from evalkit.runner.summary import print_job_line, print_summary
 
     run_id, run_dir, source = ctx.run_id, ctx.run_dir, plugins.source
     judge_runner = JudgeRunner(plugins.judges, run_id, rc.runner.dry_run)
@@ -358,17 +358,21 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         staged.publish(run_dir)
     result = RunResult(run_id, run_dir if staged is None else staged.url, manifest, metrics,
                        alerts, counts)
-    if rc.runner.summary:
+    if rc.runner.summary and rc.sweep:  # the sweep's closing table has the rest
+        print_job_line(rc, result)
+    elif rc.runner.summary:
         print_summary(rc, result, rejects)
     if rc.runner.report and not rc.runner.dry_run:
         from evalkit.report import write_report
 
         try:
-            print(f"report: {write_report([run_dir]).html}")
+            page = write_report([run_dir]).html
         except OSError as exc:  # (the run itself is saved: say so, in one line)
             from evalkit.errors import disk_error
 
             raise RunDirError(f"{disk_error('runner.report', exc)} (the run is saved in "
                               f"{run_dir}; write its report with: evalkit report "
                               f"{run_dir})") from exc
+        if not rc.sweep:  # (a sweep's page is printed once, at its end)
+            print(f"report: {page}")
     return result

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from evalkit.config import RunConfig
     from evalkit.runner.result import RunResult
 
-__all__ = ["print_summary"]
+__all__ = ["print_job_line", "print_summary"]
 
 
 def _num(value: float | None) -> str:
@@ -91,6 +91,17 @@ def corrected_lines(rows: list[dict[str, Any]]) -> list[str]:
                      + (f" · Rogan–Gladen {one(r['rogan_gladen'])}"
                         if r.get("rogan_gladen") else ""))
     return lines
+
+
+def print_job_line(rc: RunConfig, result: RunResult) -> None:
+    """A sweep job's one line: its run and counts (the closing table shows its metrics)."""
+    m = result.manifest
+    fired = result.alerts.num_rows
+    job = (rc.sweep or {}).get("job")
+    print(f"job {job}: run {result.run_id} · {m['n_records']} records · {m['n_excluded']} "
+          "excluded" + (f" · {m['n_rejects']} rejected" if m["n_rejects"] else "")
+          + (f" · {fired} alert{'s' if fired != 1 else ''}" if fired else "")
+          + f" · {m['duration_s']:.2f} s", flush=True)
 
 
 def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:

@@ -172,14 +172,38 @@ def jobs(path: Path, plan: list[list[str]] | None = None) -> list[dict[str, Any]
     return [out[k] for k in sorted(out)]
 
 
-def _varying(all_overrides: list[list[str]]) -> list[list[str]]:
-    """Each job's overrides less those every job shares."""
-    common = set.intersection(*(set(o) for o in all_overrides)) if all_overrides else set()
-    return [[o for o in overrides if o not in common] for overrides in all_overrides]
+def _cell(head: tuple[str, str] | None, with_ci: bool) -> str:
+    if head is None:
+        return "—"
+    return head[0] + (f" {head[1]}" if with_ci and head[1] else "")
 
 
-def _headline(run_dir: str | None) -> dict[str, str]:
-    """metric -> "value [low, high]" for the run's slice='all' rows."""
+def _fit(width: int, base: list[tuple[str, list[str]]], names: list[str],
+         heads: list[dict[str, tuple[str, str]]], runs: list[str]
+         ) -> tuple[list[str], bool, bool]:
+    """The metric columns, whether with their intervals, and whether with the run id, that
+    make the closing table fit ``width`` columns: every metric (up to MAX_METRICS) with its
+    interval and the run id if they fit, then without intervals, then without the run id
+    (each job's line names its run), then fewer metrics; at least one."""
+    def natural(cols: list[list[str]]) -> int:
+        return sum(max(len(c) for c in col) for col in cols) + 3 * len(cols) + 1
+
+    cols = [[head, *cells] for head, cells in base]
+    label_width = max(len(c) for c in cols[1])
+    fixed = natural(cols) - max(label_width - 24, 0)  # long labels fold to 24 columns
+    most = min(len(names), MAX_METRICS)
+    tries = [(most, True, True), (most, False, True), (most, False, False)] + \
+        [(k, False, False) for k in range(most - 1, 0, -1)]
+    for k, with_ci, with_run in tries:
+        extra = [["run id", *runs]] if with_run else []
+        metric_cols = [[n, *(_cell(h.get(n), with_ci) for h in heads)] for n in names[:k]]
+        if fixed + natural(extra + metric_cols) - 1 <= width:
+            return names[:k], with_ci, with_run
+    return names[:1], False, False
+
+
+def _headline(run_dir: str | None) -> dict[str, tuple[str, str]]:
+    """metric -> ("value", "[low, high]") for the run's slice='all' rows."""
     if not run_dir or not (Path(run_dir) / "metrics.parquet").exists():
         return {}
     import pyarrow.parquet as pq
@@ -191,9 +215,9 @@ def _headline(run_dir: str | None) -> dict[str, str]:
                            columns=["metric", "slice", "value", "ci_low", "ci_high"]).to_pylist():
         if r["slice"] != "all" or r["metric"].endswith((".raw", ".filter_effect")):
             continue
-        ci = (f" [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
+        ci = (f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
               if r["ci_low"] is not None else "")
-        out[r["metric"]] = _num(r["value"]) + ci
+        out[r["metric"]] = (_num(r["value"]), ci)
     return out
 
 
@@ -301,34 +325,47 @@ def finish(path: Path, plan: list[list[str]] | None = None,
     from evalkit.redact import mask
     from evalkit.safetext import markup as escape  # every text from data goes through it
 
-    console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
-    varying = _varying([list(j.get("overrides") or []) for j in done])
-    headlines = [_headline(j.get("run_dir")) for j in done]
+    console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 120)
+    from evalkit.run_names import names_by_overrides
+
+    labels = names_by_overrides([list(j.get("overrides") or []) for j in done],
+                                [f"job {j['job']}" for j in done])
+    heads = [_headline(j.get("run_dir")) for j in done]
     names: list[str] = []
-    for h in headlines:
+    for h in heads:
         names += [n for n in h if n not in names]
-    shown = names[:MAX_METRICS]
     failed = [j for j in done if j.get("status") != "ok"]
-    table = Table(title=f"sweep {sweep_id}: {len(done)} jobs, {len(failed)} failed "
-                        "(metrics: value [95% CI], slice all)",
-                  title_justify="left", header_style="bold")
-    for col in ("job", "overrides", "status", "run"):
-        table.add_column(col, overflow="fold")
-    for name in shown:
-        table.add_column(escape(name), justify="right", overflow="fold")
-    for j, over, head in zip(done, varying, headlines, strict=True):
+    statuses = []
+    for j in done:
         status = j.get("status", "failed")
-        if status == "not run":
-            status = "[bold red]not run[/]"
-        elif status != "ok":
-            word = "interrupted" if j.get("exit") == 130 else "failed"
-            status = f"[bold red]{word} (exit {j.get('exit', 1)})[/]"
-        run = Path(j["run_dir"]).name if j.get("run_dir") else "—"
-        table.add_row(str(j["job"]), escape(mask(" ".join(over))), status, escape(run),
-                      *(escape(head.get(n, "—")) for n in shown))
+        if status not in ("ok", "not run"):
+            status = (f"{'interrupted' if j.get('exit') == 130 else 'failed'} "
+                      f"(exit {j.get('exit', 1)})")
+        statuses.append(status)
+    runs = [Path(j["run_dir"]).name if j.get("run_dir") else "—" for j in done]
+    base = [("job", [str(j["job"]) for j in done]), ("overrides", labels),
+            ("status", statuses)]
+    shown, with_ci, with_run = _fit(console.width, base, names, heads, runs)
+    table = Table(title=f"sweep {sweep_id} · {len(done)} jobs, {len(failed)} failed · "
+                        f"slice all{' · value [95% CI]' if with_ci else ''}",
+                  title_justify="left", header_style="bold")
+    for col, _ in base:
+        table.add_column(col, overflow="fold")
+    if with_run:
+        table.add_column("run id", no_wrap=True)
+    for name in shown:
+        table.add_column(escape(name), justify="right", no_wrap=True)
+    for k, j in enumerate(done):
+        status = statuses[k] if statuses[k] == "ok" else f"[bold red]{escape(statuses[k])}[/]"
+        cells = [escape(str(j["job"])), escape(mask(labels[k])), status]
+        if with_run:
+            cells.append(escape(runs[k]))
+        cells += [escape(_cell(heads[k].get(n), with_ci)) for n in shown]
+        table.add_row(*cells)
     console.print(table)
     if len(names) > len(shown):
-        console.print(f"[dim]{len(names) - len(shown)} more metrics: evalkit query \"SELECT * "
+        more = len(names) - len(shown)
+        console.print(f"[dim]{more} more metric{'s' if more > 1 else ''}: evalkit query \"SELECT * "
                       f"FROM metrics JOIN runs USING (run_id) WHERE sweep_id = '{sweep_id}'\"[/]",
                       soft_wrap=True)
     for j in failed:
