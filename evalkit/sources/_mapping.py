@@ -403,9 +403,12 @@ class RecordBuilder:
             consumed.add(scores_list.split(".")[0])
         self.consumed = frozenset(consumed)
         self.extra_to_metadata = extra_to_metadata and "metadata" not in fields
-        # text: an input or output that is a message list becomes the text a judge reads (the
-        # last user message, the assistant's text), the list kept in metadata (sources/_chat)
-        self.chat_text = chat_messages == "text"
+        # text: an input or output mapped in fields to a message list becomes the text a judge
+        # reads (the last user message, the assistant's text), the list kept in metadata
+        # (sources/_chat); a column read by its own name keeps its value, which the
+        # deterministic judges (prompt_echo, tool_success_mismatch) read as the list
+        self.chat_columns = frozenset(c for c in ("input", "output") if c in fields) \
+            if chat_messages == "text" else frozenset()
         self.seen = SeenIds()  # the ids of the rows kept so far
         self.kept: Sequence[Where] = []
         self.plan = None if scores or scores_list else _typed_plan(every_path)
@@ -558,7 +561,7 @@ class RecordBuilder:
                         for v, m in zip(vals, self._values(more, tops), strict=True)]
             if spec is not None:
                 vals = self._transformed(col, vals, bad)
-            if col in ("input", "output") and self.chat_text:
+            if col in self.chat_columns:
                 vals, lists = chat_column(col, vals)
                 if lists:
                     chats[col] = lists

@@ -28,9 +28,9 @@ class FileSourceConfig:
     scores: dict[str, str] = field(default_factory=dict)  # imported judge name -> dotted path
     scores_list: str | None = None  # path of a list of {name, value, comment} scores
     extra_to_metadata: bool = True  # keep unmapped top-level keys in the metadata column
-    # text: an input or output that is a list of chat messages becomes the last user message
-    # / the assistant's text, the list kept in metadata.input_messages / output_messages;
-    # raw: the JSON of the list
+    # text: an input or output mapped in fields to a list of chat messages becomes the last
+    # user message / the assistant's text, the list kept in metadata.input_messages /
+    # output_messages; raw: the JSON of the list
     chat_messages: str = "text"
     batch_size: int = 50_000  # rows per record batch
     # a longer line (bytes, without its newline) is a reject, skipped without being held in

@@ -296,8 +296,7 @@ def test_raw_text_columns_map_exactly_as_line_by_line(tmp_path: Path, ctx: RunCo
     lines = [f'{{"id": "r{i}", "model": "m", "input": {v}}}' for i, v in enumerate(RAW_INPUTS)]
     lines.append('{"id": "absent", "model": "m"}')
     path = _write(tmp_path / "a.jsonl", lines)
-    # (raw: the text of a message list as written, not the text a judge reads)
-    fast, typed = _both_ways(path, ctx, monkeypatch, record_id="id", chat_messages="raw")
+    fast, typed = _both_ways(path, ctx, monkeypatch, record_id="id")
     assert typed == [True]
     inputs = [r["input"] for r in fast[0]]
     assert inputs[:4] == ['[{"role":"user","content":"hi"},{"role":"assistant","content":'
@@ -632,8 +631,9 @@ def test_a_chunk_mapped_in_pieces_gives_what_one_piece_gives(tmp_path: Path, ctx
 
 
 def test_message_lists_become_the_text_a_judge_reads(tmp_path: Path, ctx: RunContext) -> None:
-    """An OpenAI message list mapped to input (or output) gives the last user message (the
-    assistant's text), the list kept in metadata; chat_messages: raw keeps the JSON."""
+    """An OpenAI message list mapped to input (or output) in fields gives the last user
+    message (the assistant's text), the list kept in metadata; chat_messages: raw keeps the
+    JSON, and so does a column read by its own name (the deterministic judges read lists)."""
     messages = [{"role": "system", "content": "Be brief."},
                 {"role": "user", "content": "Hi"},
                 {"role": "assistant", "content": "Hello! How can I help?"},
@@ -654,3 +654,6 @@ def test_message_lists_become_the_text_a_judge_reads(tmp_path: Path, ctx: RunCon
                             chat_messages="raw")
     first = read_all(JsonlSource("s", raw, ctx)).to_pylist()[0]
     assert json.loads(first["input"]) == messages
+    unmapped = _write(tmp_path / "b.jsonl", [json.dumps({"id": "c", "input": messages})])
+    (row,) = read_all(JsonlSource("s", JsonlSourceConfig(path=str(unmapped)), ctx)).to_pylist()
+    assert json.loads(row["input"]) == messages
