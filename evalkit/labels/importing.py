@@ -2,7 +2,8 @@
 it labels, then appended to the labels table, whole or not at all.
 
 Each row needs ``record_id``, ``judge``, ``value`` or ``label``, and ``labeler``; it may give
-``labelled_at`` (ISO-8601), ``source``, ``sample_id`` (a sample drawn by ``evalkit label
+``labelled_at`` (ISO-8601), ``source``, ``run_id`` (the run whose output was
+labelled; empty: the record's output in any run), ``sample_id`` (a sample drawn by ``evalkit label
 sample``: the design and inclusion probability then come from it) or ``design`` and
 ``inclusion_prob``. A row is refused, in one line naming the file and line, when its record
 is in no finished run, its judge judged nothing there, its value is outside the judge's
@@ -28,7 +29,7 @@ __all__ = ["DESIGNS", "ImportResult", "JudgeScale", "import_labels", "judge_scal
 DESIGNS = ("census", "random", "stratified", "active")
 """Probability designs: labels drawn by one of them estimate; any other label validates."""
 KEYS = ("record_id", "judge", "value", "label", "labeler", "labelled_at", "source",
-        "sample_id", "design", "inclusion_prob", "stratum")
+        "sample_id", "design", "inclusion_prob", "stratum", "run_id")
 MAX_BYTES = 256 << 20  # a labels file is hand-made or exported: larger is a mistake
 
 
@@ -150,6 +151,8 @@ def import_rows(rows: list[tuple[str, dict[str, Any]]], runs_dir: Path, source: 
     con = connect(runs_dir)
     try:
         known = {r for (r,) in con.execute("SELECT DISTINCT record_id FROM records").fetchall()}
+        in_run = {(a, b) for a, b in con.execute(
+            "SELECT DISTINCT run_id, record_id FROM records").fetchall()}
         scales = judge_scales(con)
     finally:
         con.close()
@@ -162,6 +165,12 @@ def import_rows(rows: list[tuple[str, dict[str, Any]]], runs_dir: Path, source: 
     now = datetime.now(timezone.utc)
     for where, row in rows:
         why, clean = _check(row, known, scales, samples, runs_dir, labeler)
+        if not why and row.get("run_id") is not None:
+            clean["run_id"] = str(row["run_id"])
+            if (clean["run_id"], clean["record_id"]) not in in_run:
+                why = (f"run {clean['run_id']!r} holds no record {clean['record_id']!r} (or is "
+                       "not a finished run); leave run_id empty for a label of the record in "
+                       "any run")
         if why:
             errors.append(f"{where}: {why}")
             continue
@@ -171,13 +180,14 @@ def import_rows(rows: list[tuple[str, dict[str, Any]]], runs_dir: Path, source: 
         checked.append(clean)
     with labels_lock(runs_dir):
         stored = read_labels(runs_dir)
-        seen: dict[tuple[str, str, str], tuple[Any, Any, str]] = {
-            (r["record_id"], r["judge"], r["labeler"]): (r["value"], r["label"], "stored")
-            for r in stored.select(["record_id", "judge", "labeler", "value", "label"])
+        seen: dict[tuple[str, str, str, str | None], tuple[Any, Any, str]] = {
+            (r["record_id"], r["judge"], r["labeler"], r["run_id"]):
+                (r["value"], r["label"], "stored")
+            for r in stored.select(["record_id", "judge", "labeler", "run_id", "value", "label"])
             .to_pylist()}
         fresh, present = [], 0
         for row in checked:
-            key = (row["record_id"], row["judge"], row["labeler"])
+            key = (row["record_id"], row["judge"], row["labeler"], row.get("run_id"))
             if key in seen:
                 if seen[key][:2] == (row.get("value"), row.get("label")):
                     present += 1

@@ -17,14 +17,17 @@ PROBABILITY_DESIGNS = ("census", "random", "stratified", "active")
 
 
 def label_set(labels: pa.Table, record_ids: list[Any], human: Callable[[dict[str, Any]],
-              float | None], sample: str | None = None) -> tuple[LabelSet, dict[str, Any]]:
+              float | None], sample: str | None = None, run_id: str | None = None
+              ) -> tuple[LabelSet, dict[str, Any]]:
     """The labels (rows of the labels table, one judge's) of the records ``record_ids`` (the
     population, in order), and counts for ``details``. ``human`` turns a label row into the
     human value (None: unusable). Labels not drawn at random are counted as validation and
     never estimate; labels from several samples are refused unless ``sample`` picks one.
-    Several labelers of one record: the mean of their values."""
+    Several labelers of one record: the mean of their values. A label of another run's output
+    (its ``run_id`` is set and is not ``run_id``) is left out."""
     position = {str(r): i for i, r in enumerate(record_ids)}
-    rows = [r for r in labels.to_pylist() if r["record_id"] in position]
+    rows = [r for r in labels.to_pylist() if r["record_id"] in position
+            and (r.get("run_id") is None or r["run_id"] == run_id)]
     probability = [r for r in rows if r["design"] in PROBABILITY_DESIGNS
                    and r["inclusion_prob"] is not None]
     counts = {"n_validation_labels": len(rows) - len(probability)}

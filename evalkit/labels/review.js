@@ -79,7 +79,7 @@
     }).map(function (r) {
       const a = state.answers[r.id];
       const row = { record_id: r.id, judge: data.judge, labeler: labeler,
-        labelled_at: a.at, sample_id: data.sample_id, source: "review" };
+        labelled_at: a.at, sample_id: data.sample_id, run_id: data.run_id, source: "review" };
       if (a.label != null) row.label = a.label; else row.value = a.value;
       return JSON.stringify(row);
     });

@@ -5,7 +5,8 @@ script without the page's nonce, as in the report).
 One record at a time with its input, output and context; keys to label; the judge's verdict
 hidden until asked for, so it cannot anchor the labeler; progress kept in the browser's
 localStorage under the sample's id; **Export** downloads the JSONL file ``evalkit label
-import`` reads (each row names the sample, so the design travels with the labels)."""
+import`` reads (each row names the sample, so the design travels with the labels, and the run
+whose output was shown: the label is of that output)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def review_data(run_dir: Path, sample: list[dict[str, Any]], runs_dir: Path) -> 
                         "verdict": {"value": value, "label": label, "explanation": _cut(why)}})
     labels = sorted(scale.labels) if scale and scale.labels and scale.low is None else []
     return {"sample_id": sample[0]["sample_id"], "judge": judge,
-            "design": sample[0]["design"], "labels": labels[:9], "records": records}
+            "design": sample[0]["design"], "run_id": sample[0]["run_id"], "labels": labels[:9],
+            "records": records}
 
 
 def review_page(data: dict[str, Any]) -> str:

@@ -106,6 +106,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("design", "string"),  # census, random, stratified, active; null: not drawn at random
         ("inclusion_prob", "float64"),  # the record's chance of being drawn; null: unknown
         ("stratum", "string"),  # its stratum in a stratified draw
+        ("run_id", "string"),  # the run whose output was labelled; null: the record's in any run
         ("imported_at", "timestamp"),
     ],
 }

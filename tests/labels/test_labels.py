@@ -35,7 +35,7 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 
 def _corrected(runs: LabelledRuns, **cfg) -> dict[tuple[str, str], dict]:
     metric = CorrectedMetric("c", CorrectedConfig(judge="j", **cfg),
-                             SimpleNamespace(runs_dir=runs.root))
+                             SimpleNamespace(runs_dir=runs.root, run_id="run1"))
     con = run_connection(runs.run_dir)
     try:
         rows = metric.compute(con)
@@ -148,6 +148,25 @@ def test_unequal_probability_samples_give_the_ipw_estimate(runs, tmp_path, desig
     truth = np.mean(list(runs.truth.values()))
     assert abs(rows[("c", "all")]["value"] - truth) < 0.1
     assert "simple random" in rows[("c.rogan_gladen", "all")]["details"]["undefined"]
+
+
+def test_a_label_of_another_runs_output_is_left_out(runs, tmp_path):
+    rows = [{"record_id": f"r{i:04d}", "judge": "j", "value": runs.truth[f"r{i:04d}"],
+             "labeler": "ann", "design": "random", "inclusion_prob": 0.1, "run_id": "run1"}
+            for i in range(0, 400, 10)]
+    import_labels(_jsonl(tmp_path / "scoped.jsonl", rows), runs.root)
+    assert _corrected(runs, threshold=0.5)[("c", "all")]["details"]["n_labelled"] == 40
+    metric = CorrectedMetric("c", CorrectedConfig(judge="j", threshold=0.5),
+                             SimpleNamespace(runs_dir=runs.root, run_id="run2"))
+    con = run_connection(runs.run_dir)
+    try:
+        other = {(r["metric"], r["slice"]): r for r in metric.compute(con)}
+    finally:
+        con.close()
+    assert other[("c", "all")]["value"] is None
+    bad = _jsonl(tmp_path / "bad.jsonl", [{**rows[0], "run_id": "run9"}])
+    with pytest.raises(LabelError, match="run 'run9' holds no record 'r0000'"):
+        import_labels(bad, runs.root)
 
 
 def test_labels_not_drawn_at_random_validate_but_never_estimate(runs, tmp_path):

@@ -93,10 +93,11 @@ def test_label_export_import_recompute_in_chromium(labelled_runs: LabelledRuns,
     rows = [json.loads(line) for line in exported.read_text().splitlines()]
     assert {r["record_id"]: r["value"] for r in rows} == \
         {r: labelled_runs.truth[r] for r in ids}
+    assert {r["run_id"] for r in rows} == {"run1"}  # the label is of that run's output
     result = import_labels(exported, root)
     assert result.appended == 12
     metric = CorrectedMetric("c", CorrectedConfig(judge="j", threshold=0.5),
-                             SimpleNamespace(runs_dir=root))
+                             SimpleNamespace(runs_dir=root, run_id="run1"))
     con = run_connection(run_dir)
     try:
         out = {(r["metric"], r["slice"]): r for r in metric.compute(con)}
