@@ -106,7 +106,7 @@ class TranscriptsSource(Source):
         self.counts: dict[str, int] = {}
         # Claude Code event uuids read so far: a resumed session's file repeats the history
         # it continues, in the same file or a new one; each event is read once
-        self._seen: set[str] = set()
+        self._seen: set[int] = set()
         # the next turn index of each session (and sub-agent): a session continued in another
         # file goes on numbering its turns
         self._next: dict[str, int] = {}

@@ -28,7 +28,13 @@ _SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
 _INJECTED = ("<ide_opened_file>", "<ide_selection>", "<system-reminder>")
 
 
-def _fingerprints(event: dict[str, Any], content: Any) -> list[str]:
+def _key(data: bytes) -> int:
+    """A 64-bit key (a set of ints holds a long session's keys in a fraction of the memory
+    of their text)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def _fingerprints(event: dict[str, Any], content: Any) -> list[int]:
     """One key per content block of an event: its kind, chain, time, message id and the
     block itself. A resumed session's file repeats earlier events, sometimes under new uuids
     and with a message's blocks regrouped; a block met again at the same time is a repeat."""
@@ -38,8 +44,7 @@ def _fingerprints(event: dict[str, Any], content: Any) -> list[str]:
     head = f"{event.get('type')}|{bool(event.get('isSidechain'))}|{when}|" \
         f"{(event.get('message') or {}).get('id') or ''}|".encode()
     blocks = content if isinstance(content, list) else [content]
-    return ["fp:" + hashlib.blake2b(head + orjson.dumps(b, option=orjson.OPT_SORT_KEYS),
-                                    digest_size=12).hexdigest() for b in blocks]
+    return [_key(head + orjson.dumps(b, option=orjson.OPT_SORT_KEYS)) for b in blocks]
 
 
 @dataclass
@@ -87,9 +92,9 @@ def _user_text(chain: Chain, text: str, when: str | None, line: int) -> bool:
     return True
 
 
-def claude_turns(events: Iterable[Line], limit: int, seen: set[str] | None = None) -> Parsed:
+def claude_turns(events: Iterable[Line], limit: int, seen: set[int] | None = None) -> Parsed:
     """Split a Claude Code session's lines into turns (``limit``: the most characters kept of
-    a tool result; ``seen``: the event uuids read already, from this file or others: a resumed
+    a tool result; ``seen``: keys of the events read already, from this file or others: a resumed
     session's file repeats earlier lines, which are read once). See ``docs/agents.md``."""
     chains = {False: Chain(limit), True: Chain(limit)}
     problems: list[tuple[int, str, str]] = []
@@ -110,14 +115,15 @@ def claude_turns(events: Iterable[Line], limit: int, seen: set[str] | None = Non
         kind = event.get("type")
         uid = event.get("uuid")
         message = event.get("message")
-        keys = _fingerprints(event, message.get("content")) \
+        blocks = _fingerprints(event, message.get("content")) \
             if kind in ("user", "assistant") and isinstance(message, dict) else []
-        if (isinstance(uid, str) and uid in seen) or (keys and all(k in seen for k in keys)):
+        ident = _key(b"uuid|" + uid.encode()) if isinstance(uid, str) else None
+        if (ident is not None and ident in seen) or (blocks and all(k in seen for k in blocks)):
             counts["repeated_events"] += 1
             continue
-        if isinstance(uid, str):
-            seen.add(uid)
-        seen.update(keys)
+        seen.update(blocks)
+        if ident is not None:
+            seen.add(ident)
         session_id = session_id or event.get("sessionId")
         for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
             if event.get(key) and name not in meta:
