@@ -93,6 +93,22 @@ def corrected_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def compact_lines(cells: list[tuple[str, ...]], width: int) -> list[str]:
+    """The metrics table too wide for the terminal, a row a line (two when the name and its
+    numbers do not fit on one): ``name [slice]  value [ci]  raw r  n/e/j/u``. Names are never
+    cut; a block of seven lines a row made a 46-row audit 322 lines long."""
+    out = []
+    for name, slice_, value, ci, raw, counts in cells:
+        numbers = "  ".join(p for p in (f"{value} {ci}".strip(), f"raw {raw}" if raw else "",
+                                        counts) if p)
+        head = f"{name} [{slice_}]"
+        if len(head) + 2 + len(numbers) <= width:
+            out.append(f"{head}  {numbers}")
+        else:
+            out += [head, f"    {numbers}"]
+    return out
+
+
 def print_job_line(rc: RunConfig, result: RunResult) -> None:
     """A sweep job's one line: its run and counts (the closing table shows its metrics)."""
     m = result.manifest
@@ -211,10 +227,9 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         if natural <= console.width:
             console.print(mt)
         else:
-            from evalkit.commands._output import vertical_lines
-
-            console.print("[bold]metrics[/] (raw: before filters)")
-            console.print("\n".join(vertical_lines(header, cells)), markup=False,
+            console.print("[bold]metrics[/] (raw: before filters; counts: n/excluded/judged/"
+                          "unscored)")
+            console.print("\n".join(compact_lines(cells, console.width)), markup=False,
                           highlight=False, soft_wrap=True)
         hidden = sum(1 for r in all_rows if r["slice"] != "all") if not \
             rc.runner.summary_slices else 0
