@@ -283,9 +283,17 @@ def test_sessions_discovered_from_telemetry_logs(ctx, tmp_path):
             {"key": "session.id", "value": {"stringValue": "missing-session"}}]}]}]}]}
     logs = tmp_path / "telemetry.jsonl"
     logs.write_text(json.dumps(otlp) + "\n" + json.dumps({"session_id": SID}) + "\n")
+    codex = tmp_path / "projects" / "2026" / "02" / "23"
+    codex.mkdir(parents=True)
+    (codex / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl").write_text(
+        (Path(__file__).parent / "corpus" / "codex" /
+         "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl").read_text())
+    with logs.open("a") as fh:  # Codex's own telemetry names its conversation id
+        fh.write(json.dumps({"conversation.id": "x", "session_id":
+                             "019c8bfe-ec25-79e0-97d7-bda6a9c575ff"}) + "\n")
     src = source(ctx, discover_from=str(logs), sessions_dir=str(tmp_path / "projects"))
     rows = read_all(src).to_pylist()
-    assert [r["session_id"] for r in rows] == [SID]
+    assert [r["session_id"] for r in rows] == [SID, "019c8bfe-ec25-79e0-97d7-bda6a9c575ff"]
     assert [r["location"] for r in ctx.rejects] == [f"{logs}:1"]
     assert "session missing-session is named in the telemetry" in ctx.rejects[0]["reason"]
 

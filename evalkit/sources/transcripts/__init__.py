@@ -19,6 +19,7 @@ in ``_turns``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ __all__ = [
 
 FORMATS = ("auto", "claude_code", "codex", "gemini", "openai")
 SIDECHAINS = ("separate", "skip")
+_TRAILING_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # why a turn is set aside by the source itself (counted, never judged)
 _NO_PROMPT = ("no prompt before this reply: the file starts mid-turn (a fragment, or the tail "
               "of a resumed session); counted, never judged")
@@ -61,7 +63,8 @@ class TranscriptsConfig:
     # telemetry log files (a glob: OTLP/JSON logs or traces, or flat JSON lines) whose
     # session.id / sessionId / session_id values name the sessions to read
     discover_from: str | None = None
-    # where a discovered session's <id>.jsonl is looked for (recursively); default: path
+    # where a discovered session's <id>.jsonl (or Codex's rollout-<time>-<id>.jsonl) is looked
+    # for (recursively); default: path
     sessions_dir: str | None = None
     # separate: a sub-agent's (isSidechain) turns are records of their own, tagged
     # 'sidechain'; skip: they are not read (their count is in the manifest)
@@ -141,7 +144,11 @@ class TranscriptsSource(Source):
         root = root if root.is_dir() else root.parent
         by_stem: dict[str, Path] = {}
         for p in session_files(str(root)):
-            by_stem.setdefault(p.name.split(".")[0], p)
+            stem = p.name.split(".")[0]
+            by_stem.setdefault(stem, p)
+            named = _TRAILING_ID.search(stem)  # Codex: rollout-<time>-<session id>.jsonl
+            if named:
+                by_stem.setdefault(named.group(0), p)
         found: dict[str, Path] = {}
         for log in logs:
             for item in json_lines(log, cfg.max_line_bytes):
