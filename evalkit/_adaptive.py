@@ -37,6 +37,7 @@ MIN_RATE = 1 / 60  # calls a second: never slower than one a minute
 _BUCKET_S = 0.05  # the accepted rate is counted in buckets of 50 ms over the last second
 _BUCKETS = 20
 _WINDOW_STEP_S = 1.0  # a closed window reopens one call per this many quiet seconds
+_PEAK_S = 5.0  # the most calls in flight accepted is remembered for 5-10 s
 _RECHECK_S = 0.25  # a caller waiting for a pace slot looks again at least this often
 
 
@@ -69,6 +70,8 @@ class AdaptiveLimit:
         self._grown_at = 0.0
         self._window_at = 0.0
         self._max_ok_in_flight = 0  # the most calls in flight any accepted call went with
+        self._old_peak = 0  # ... in the period before
+        self._peak_at = 0.0
         self._counts = [0] * _BUCKETS  # accepted calls per 50 ms bucket, over the last second
         self._bucket = 0  # the index (monotonic // 50 ms) of the newest bucket
         self._first_sent: float = math.inf
@@ -126,6 +129,9 @@ class AdaptiveLimit:
         latency = now - ticket.sent
         self._latency = latency if self._latency is None else \
             0.9 * self._latency + 0.1 * latency
+        if now - self._peak_at >= _PEAK_S:  # the most in flight, over the last 5-10 s
+            self._peak_at, self._old_peak, self._max_ok_in_flight = \
+                now, self._max_ok_in_flight, 0
         if ticket.in_flight > self._max_ok_in_flight:
             self._max_ok_in_flight = ticket.in_flight
         if ticket.in_flight > self.window:  # taken with more in flight than the window has
@@ -150,7 +156,7 @@ class AdaptiveLimit:
                 self.rate = min(self.rate, max(2 * accepted, MIN_RATE))
             self._grown_at = now
         if self.window < self.ceiling and self.held >= self.window and \
-                now - max(self._window_at, self._cut_at) >= _WINDOW_STEP_S:
+                now - self._window_at >= _WINDOW_STEP_S:
             self.window += 1
             self._window_at = now
             self._wake()
@@ -170,14 +176,18 @@ class AdaptiveLimit:
             self.learn(quotas, now)
         # one cut per round trip: the calls sent within one of the last cut went before
         # anything it changed could show
-        if not self.adaptive or ticket.sent < self._cut_at + min(self._latency or 0.1, 1.0):
+        if not self.adaptive or \
+                ticket.sent < max(self._cut_at, self._window_at) + min(self._latency or 0.1, 1.0):
             return
-        self._cut_at = now
-        if self._oks >= 10 and self._max_ok_in_flight < ticket.in_flight:
-            # more in flight than any call the endpoint took: a limit on calls in flight
-            self.window = max(1, min(self.window, self._max_ok_in_flight))
+        peak = max(self._max_ok_in_flight, self._old_peak)
+        if self._oks >= 10 and peak < ticket.in_flight:
+            # more in flight than any call the endpoint took lately: a limit on calls in
+            # flight (the rate is left alone: it keeps growing, the window holds it)
+            self.window = max(1, min(self.window, peak))
+            self._max_ok_in_flight = self._old_peak = self.window
             self._window_at = now
             return
+        self._cut_at = now
         accepted = self.accepted_rate(now)
         current = self.rate if self.rate is not None else math.inf
         if accepted:  # a little under what the endpoint took (not compounding: refusals

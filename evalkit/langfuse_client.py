@@ -1,7 +1,8 @@
 """An async HTTP client for Langfuse's public API, shared by the ``langfuse`` source and sink:
-Basic auth from the environment, bounded concurrency, retries that honour ``Retry-After``, and
-typed errors for the answers a reader must act on (404: the endpoint or object is not there;
-422: the query was too heavy).
+Basic auth from the environment, bounded concurrency, the API's 429s slowing and pausing the
+whole client (:mod:`evalkit._adaptive`, as a judge endpoint's) and retried for a time
+budget, other failures retried with backoff, and typed errors for the answers a reader must
+act on (404: the endpoint or object is not there; 422: the query was too heavy).
 
 It runs on aiohttp, whose C HTTP parser reads a page of 1,000 observations (about 1 MB) for a
 quarter of the CPU httpx spends on it: a read of many pages is bound by the client's CPU."""
@@ -12,13 +13,15 @@ import asyncio
 import base64
 import json as jsonlib
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
 
-from evalkit._http import backoff_seconds, retry_after_seconds
+from evalkit._adaptive import AdaptiveLimit
+from evalkit._http import backoff_seconds, rate_limit_quotas, retry_after_seconds
 from evalkit.errors import SourceError
 
 __all__ = [
@@ -75,11 +78,14 @@ class ClientStats:
     rate_limited: int = 0
     too_heavy: int = 0
     by_status: dict[str, int] = field(default_factory=dict)
+    limits: AdaptiveLimit | None = None  # the rate and calls in flight the API settled at
 
     def as_dict(self) -> dict[str, Any]:
+        settled = self.limits.stats() if self.limits is not None else {}
         return {"requests": self.requests, "retries": self.retries,
                 "rate_limited": self.rate_limited, "too_heavy": self.too_heavy,
-                "by_status": dict(sorted(self.by_status.items()))}
+                "by_status": dict(sorted(self.by_status.items())),
+                "rate_per_s": settled.get("rate_per_s"), "paused_s": settled.get("paused_s")}
 
 
 def credentials() -> tuple[str, str]:
@@ -114,16 +120,21 @@ def refuse_keys_in_config(public_key: str | None, secret_key: str | None) -> Non
 
 class LangfuseClient:
     """One connection pool to one Langfuse host. ``concurrency`` bounds requests in flight
-    across every caller; each request is retried up to ``max_retries`` times on 429, 5xx, 524
-    and transport errors, waiting ``Retry-After`` when the server sends it and an exponential
-    backoff with jitter otherwise."""
+    across every caller. A 429 (or a 503 with ``Retry-After``) slows every caller: the
+    client paces itself at what the API accepted and pauses for ``Retry-After``, and the
+    request is retried for ``rate_limit_budget_s``. 5xx, 524 and transport errors are retried
+    up to ``max_retries`` times, waiting ``Retry-After`` when the server sends it and an
+    exponential backoff with jitter otherwise."""
 
     def __init__(self, host: str, concurrency: int = 8, timeout_s: float = 60.0,
-                 max_retries: int = 6, backoff_s: float = 0.5) -> None:
+                 max_retries: int = 6, backoff_s: float = 0.5,
+                 rate_limit_budget_s: float = 600.0) -> None:
         self.host = host
         self.max_retries = max_retries
         self.backoff_s = backoff_s
-        self.stats = ClientStats()
+        self.rate_limit_budget_s = rate_limit_budget_s
+        self.limits = AdaptiveLimit(concurrency)
+        self.stats = ClientStats(limits=self.limits)
         self._semaphore = asyncio.Semaphore(concurrency)
         self._concurrency = concurrency
         self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s,
@@ -167,14 +178,32 @@ class LangfuseClient:
                 connector=aiohttp.TCPConnector(limit=self._concurrency), timeout=self._timeout,
                 read_bufsize=_READ_BUFSIZE)
         attempt = 0
+        started = time.monotonic()
         while True:
             wait: float | None = None
             try:
                 async with self._semaphore:
+                    ticket = await self.limits.acquire()
                     self.stats.requests += 1
-                    async with self._session.request(method, self.host + path, params=query,
-                                                     data=data, headers=headers) as resp:
-                        status, body, resp_headers = resp.status, await resp.read(), resp.headers
+                    try:
+                        async with self._session.request(method, self.host + path,
+                                                         params=query, data=data,
+                                                         headers=headers) as resp:
+                            status, body, resp_headers = \
+                                resp.status, await resp.read(), resp.headers
+                    except BaseException:
+                        self.limits.failed(ticket)
+                        raise
+                    slow = status == 429 or (status == 503 and "retry-after" in resp_headers)
+                    if status < 300:
+                        self.limits.ok(ticket, rate_limit_quotas(resp_headers))
+                    elif slow:
+                        after = retry_after_seconds(resp_headers)
+                        self.limits.refused(ticket, status != 429, None if after is None
+                                            else min(after, _MAX_BACKOFF_S),
+                                            rate_limit_quotas(resp_headers))
+                    else:
+                        self.limits.failed(ticket)
             except aiohttp.InvalidURL as exc:
                 raise SourceError(f"langfuse: {self.host}{path} is not a valid URL: {exc}; "
                                   "check the host") from None
@@ -198,8 +227,16 @@ class LangfuseClient:
                                       f"{_body(body)}")
                 if status == 429:
                     self.stats.rate_limited += 1
-                wait = retry_after_seconds(resp_headers)
                 problem = f"{status} {_body(body)}"
+                if slow:
+                    if time.monotonic() - started >= self.rate_limit_budget_s:
+                        raise SourceError(f"langfuse: {method} {self.host}{path} still "
+                                          f"rate-limited after {self.rate_limit_budget_s:g} s; "
+                                          f"last: {problem}")
+                    # "slow down": the limits paced or paused every caller; not a failure
+                    self.stats.retries += 1
+                    continue
+                wait = retry_after_seconds(resp_headers)
             if attempt >= self.max_retries:
                 raise SourceError(f"langfuse: {method} {self.host}{path} failed after "
                                   f"{attempt + 1} attempts; last: {problem}")

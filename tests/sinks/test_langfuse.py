@@ -120,6 +120,14 @@ def test_rate_limits_and_failures(fake_v4: FakeLangfuse, tmp_path: Path) -> None
         '{"message": "Invalid request"}']
 
 
+def test_rate_limited_past_max_retries_still_pushes_every_score(
+        fake_v4: FakeLangfuse, tmp_path: Path) -> None:
+    fake_v4.faults += [Fault("/api/public/scores", 429, times=6, retry_after="0.02")]
+    report = _sink(concurrency=2, max_retries=1).push(_run(tmp_path))
+    assert report["pushed"] == 4  # as without a 429 (f1 has no trace to score)
+    assert all("no Langfuse trace" in f["reason"] for f in report["failures"])
+
+
 def test_host_from_the_run_and_bad_keys(fake_v4: FakeLangfuse, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir = _run(tmp_path, host=fake_v4.url)

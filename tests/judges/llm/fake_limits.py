@@ -59,6 +59,7 @@ class ProviderLimits:
         self.burst_s = burst_s
         self.refused = 0
         self.accepted = 0
+        self.tokens_accepted = 0
         self._lock = threading.Lock()
         self.set(rps, tokens_per_s, in_flight)
 
@@ -104,6 +105,7 @@ class ProviderLimits:
                 if bucket is not None:
                     bucket.level -= amount
             self.accepted += 1
+            self.tokens_accepted += cost
             return Reply(content=content, headers=self._headers())
 
     def _headers(self) -> dict[str, str]:

@@ -166,7 +166,10 @@ class FakeLLMServer:
 
     async def _stats(self, request: web.Request) -> web.Response:
         return web.json_response({"requests": len(self.requests),
-                                  "max_in_flight": self.max_in_flight})
+                                  "max_in_flight": self.max_in_flight,
+                                  # a plan enforcing limits (fake_limits.ProviderLimits)
+                                  "refused": getattr(self.plan, "refused", 0),
+                                  "tokens": getattr(self.plan, "tokens_accepted", 0)})
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -297,8 +300,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--limits", default=None, help="JSON: fake_limits.ProviderLimits "
+                        "keywords, and 'then': [after, {limits}] for a change mid-run")
     args = parser.parse_args()
     server = FakeLLMServer(args.latency)
+    if args.limits:
+        from fake_limits import ProviderLimits
+
+        options = json.loads(args.limits)
+        then = options.pop("then", None)
+        server.plan = ProviderLimits(server, **options)
+        if then:
+            server.plan.then(then[0], **then[1])
 
     async def forever() -> None:
         await server.serve(args.port)

@@ -114,7 +114,7 @@ def test_a_limit_raised_mid_run_is_found(ctx, slow_llm):
     limits = ProviderLimits(slow_llm, rps=60, burst_s=0.2).then(60, rps=600)
     rows, stats = _run(ctx, slow_llm, limits, 300)
     _all_ok(rows)
-    assert stats["rate_per_s"] is None or stats["rate_per_s"] > 120  # grew past the old limit
+    assert stats["rate_per_s"] is None or stats["rate_per_s"] > 60  # grew past the old limit
 
 
 def test_retry_after_pauses_the_endpoint_not_one_call(ctx, fake_llm):

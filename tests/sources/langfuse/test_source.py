@@ -133,6 +133,17 @@ def test_retries_honour_retry_after(fake: FakeLangfuse, tmp_path: Path) -> None:
     assert read.fingerprint["complete"] and len(read.by_id()) == 80
 
 
+def test_a_429_pauses_every_request_and_is_retried_past_max_retries(
+        fake: FakeLangfuse, tmp_path: Path) -> None:
+    path = _obs_path(fake)
+    fake.faults += [Fault(path, 429, times=8, retry_after="0.05")]
+    read = read_all(tmp_path, import_scores=False, concurrency=4, max_retries=1)
+    stats = read.fingerprint["stats"]
+    assert read.fingerprint["complete"] and len(read.by_id()) == 80  # not one page lost
+    assert stats["rate_limited"] == 8 and stats["paused_s"] >= 0.05
+    assert stats["rate_per_s"] is not None  # it slowed itself down
+
+
 @pytest.mark.parametrize("body", [b"<html><body>Sign in</body></html>", b"", b'{"data": [',
                                   b"\xff\xfe not utf-8"])
 @pytest.mark.parametrize("after", [0, 1])
