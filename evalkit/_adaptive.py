@@ -15,6 +15,12 @@ judge engine, the Langfuse client) and, through a state file, by a sweep's proce
   Anthropic's) pause it before it refuses when a quota is spent and pace it at the quota's
   refill rate when it runs low.
 
+In a sweep (``shared``: the endpoint's state file, evalkit/judges/llm/_sharedlimit.py) the
+rate, its pace slots and the pauses belong to the endpoint, not to one process: a refusal seen
+by one job slows and pauses them all, and the accepted rate a cut starts from is the sum of
+theirs. The window of calls in flight stays each process's own (the shared call slots bound
+them together).
+
 The configured ``concurrency`` (and ``rpm``/``tpm``, applied by the caller) are hard
 ceilings: the controller only ever works below them. ``adaptive=False`` keeps only the
 pauses (the endpoint said when to come back)."""
@@ -26,7 +32,7 @@ import collections
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from evalkit._http import Quota
 
@@ -41,6 +47,18 @@ _PEAK_S = 5.0  # the most calls in flight accepted is remembered for 5-10 s
 _RECHECK_S = 0.25  # a caller waiting for a pace slot looks again at least this often
 
 
+class SharedState(Protocol):
+    """The endpoint's adaptive state shared by a sweep's processes."""
+
+    def adaptive(self, update: dict[str, float | None] | None = None,
+                 accepted: float | None = None) -> dict[str, Any]: ...
+
+    def pace(self, rate: float) -> float: ...
+
+
+_SYNC_S = 0.1  # a process looks at the shared state at most this often
+
+
 @dataclass(frozen=True)
 class Ticket:
     """One call let through: when it went, and how many calls were in flight with it."""
@@ -53,9 +71,12 @@ class AdaptiveLimit:
     """The controller of one endpoint (see the module docstring). ``acquire`` before a call,
     then exactly one of ``ok``, ``refused`` or ``failed`` with its ticket."""
 
-    def __init__(self, concurrency: int, adaptive: bool = True) -> None:
+    def __init__(self, concurrency: int, adaptive: bool = True,
+                 shared: SharedState | None = None) -> None:
         self.ceiling = concurrency
         self.adaptive = adaptive
+        self.shared = shared
+        self._synced = -math.inf
         self.window = concurrency  # calls allowed in flight (waiting for a pace slot included)
         self.rate: float | None = None  # calls a second; None: unpaced
         self.hint: float | None = None  # calls a second the rate-limit headers allow
@@ -98,12 +119,20 @@ class AdaptiveLimit:
         try:
             while True:
                 now = time.monotonic()
+                if self.shared is not None and now - self._synced >= _SYNC_S:
+                    self._pull(now)
                 if self.paused_until > now:
-                    await asyncio.sleep(self.paused_until - now)
+                    await asyncio.sleep(min(self.paused_until - now, _RECHECK_S))
                     continue
                 rate = self.effective_rate()
                 if rate is None:
                     break
+                if self.shared is not None:
+                    wait = self.shared.pace(rate)
+                    if wait <= 0:
+                        break
+                    await asyncio.sleep(min(wait, _RECHECK_S))
+                    continue
                 if self._next <= now:  # a pace slot: taken now, never reserved ahead (the
                     # rate may change while a caller waits)
                     self._next = max(self._next, now - 0.5 / rate) + 1 / rate
@@ -152,9 +181,11 @@ class AdaptiveLimit:
             self.rate *= 1 + growth * min(now - self._grown_at, 1.0)
             # while another limit binds (the window, the caller's), the pace would run away
             accepted = self.accepted_rate(now)
-            if accepted is not None and quiet > 1.0:
+            if accepted is not None and quiet > 1.0 and self.shared is None:
                 self.rate = min(self.rate, max(2 * accepted, MIN_RATE))
             self._grown_at = now
+            if self.shared is not None and now - self._synced >= _SYNC_S:
+                self._push(now)
         if self.window < self.ceiling and self.held >= self.window and \
                 now - self._window_at >= _WINDOW_STEP_S:
             self.window += 1
@@ -174,6 +205,13 @@ class AdaptiveLimit:
             self.pause(now + retry_after, now)
         if quotas:
             self.learn(quotas, now)
+        try:
+            self._react(ticket, now)
+        finally:
+            if self.shared is not None:
+                self._push(now)
+
+    def _react(self, ticket: Ticket, now: float) -> None:
         # one cut per round trip: the calls sent within one of the last cut went before
         # anything it changed could show
         if not self.adaptive or \
@@ -189,6 +227,8 @@ class AdaptiveLimit:
             return
         self._cut_at = now
         accepted = self.accepted_rate(now)
+        if self.shared is not None:  # every process's calls, not only this one's
+            accepted = self.shared.adaptive(accepted=accepted)["accepted"] or accepted
         current = self.rate if self.rate is not None else math.inf
         if accepted:  # a little under what the endpoint took (not compounding: refusals
             # go on for a while after a cut, until the provider's bucket refills)
@@ -263,6 +303,31 @@ class AdaptiveLimit:
                 "paused_s": round(self.paused_s, 3)}
 
     # --- inside -----------------------------------------------------------------------
+
+    def _pull(self, now: float) -> None:
+        """Adopt the sweep's rate and pause (another process may have been refused)."""
+        assert self.shared is not None
+        view = self.shared.adaptive(accepted=self.accepted_rate(now) if self.rate else None)
+        self._adopt(view, now)
+
+    def _push(self, now: float) -> None:
+        """Tell the sweep this process's rate and pause."""
+        assert self.shared is not None
+        offset = time.time() - now
+        view = self.shared.adaptive(
+            {"rate": self.rate, "paused_until": self.paused_until + offset
+             if self.paused_until > now else None},
+            self.accepted_rate(now) if self.rate else None)
+        self._adopt(view, now)
+
+    def _adopt(self, view: dict[str, Any], now: float) -> None:
+        self._synced = now
+        if view.get("rate") is not None and self.adaptive:
+            self.rate = float(view["rate"])
+            self._first_sent = min(self._first_sent, now)
+        until = float(view.get("paused_until") or 0.0) - (time.time() - now)
+        if until > self.paused_until:
+            self.pause(until, now)
 
     def _count(self, now: float, amount: int = 1) -> None:
         index = int(now / _BUCKET_S)

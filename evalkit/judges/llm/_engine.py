@@ -374,7 +374,9 @@ class Engine:
         if shared is None:
             return await self._call_here(messages, params, policy)
         # a sweep's processes on this machine: the endpoint's limits hold across them all
+        # (the adaptive ones too: a refusal one job sees slows them all)
         transport = self._transport_for_call()
+        self.limit.shared = shared
         async with shared.slot():
             reserved = 0
             if shared.rpm:

@@ -221,3 +221,41 @@ class SharedLimits:
             if bucket is not None:
                 capacity = max(1.0, per_minute / 60.0 * 10.0)
                 bucket["tokens"] = min(capacity, bucket["tokens"] - delta)
+
+    # --- the adaptive limits (evalkit/_adaptive.py), shared by a sweep's processes ---------
+
+    def adaptive(self, update: dict[str, float | None] | None = None,
+                 accepted: float | None = None) -> dict[str, Any]:
+        """Merge this process's news into the endpoint's adaptive state and return it:
+        ``update`` may set the ``rate`` (calls a second, for every process together) and
+        a pause (``paused_until``, wall clock; the latest wins); ``accepted`` is the rate
+        this process's calls were answered at over the last second (the endpoint's is the
+        sum over the processes that said so in the last 3 s)."""
+        with self._state() as state:
+            shared = state.setdefault("adaptive", {})
+            now = time.time()
+            rates = {pid: v for pid, v in (shared.get("accepted") or {}).items()
+                     if now - v[1] < 3.0}
+            if accepted is not None:
+                rates[str(os.getpid())] = [accepted, now]
+            shared["accepted"] = rates
+            if update:
+                if update.get("paused_until"):
+                    shared["paused_until"] = max(shared.get("paused_until") or 0.0,
+                                                 update["paused_until"])
+                if "rate" in update:
+                    shared["rate"] = update["rate"]
+            return {"rate": shared.get("rate"), "paused_until": shared.get("paused_until") or 0.0,
+                    "accepted": sum(v[0] for v in rates.values()) if rates else None}
+
+    def pace(self, rate: float) -> float:
+        """Take the endpoint's next pace slot at ``rate`` calls a second if it is due (0.0),
+        else the seconds until it is."""
+        with self._state() as state:
+            shared = state.setdefault("adaptive", {})
+            now = time.time()
+            due = shared.get("next") or 0.0
+            if due <= now:
+                shared["next"] = max(due, now - 0.5 / rate) + 1 / rate
+                return 0.0
+            return due - now

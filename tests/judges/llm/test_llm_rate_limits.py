@@ -201,3 +201,31 @@ def test_a_pause_holds_every_caller(ctx):
         return await asyncio.gather(*(one() for _ in range(5)))
 
     assert min(asyncio.run(main())) >= 0.29
+
+
+def test_a_sweeps_processes_share_the_pause_the_rate_and_its_pace(tmp_path):
+    from evalkit._adaptive import AdaptiveLimit
+    from evalkit.judges.llm._sharedlimit import SharedLimits
+
+    def job() -> AdaptiveLimit:  # as each process of a sweep builds its own
+        return AdaptiveLimit(8, shared=SharedLimits(tmp_path, "m|u", 8, None, None))
+
+    async def main() -> tuple[AdaptiveLimit, list[float]]:
+        a, b = job(), job()
+        for _ in range(20):  # job a is answered, then refused with a Retry-After
+            a.ok(await a.acquire())
+        a.refused(await a.acquire(), False, 0.3)
+        assert a.rate is not None
+        t0 = time.monotonic()
+        sent = []
+        for _ in range(6):  # job b goes after the pause, at a's rate, sharing its slots
+            ticket = await b.acquire()
+            sent.append(ticket.sent - t0)
+            b.ok(ticket)
+        return b, sent
+
+    b, sent = asyncio.run(main())
+    assert sent[0] >= 0.25  # paused by the other job's 429
+    assert b.rate is not None and b.paused_s > 0
+    gaps = [later - earlier for earlier, later in zip(sent, sent[1:], strict=False)]
+    assert min(gaps) >= 0.5 / b.rate  # paced, not a burst
