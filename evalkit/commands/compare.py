@@ -95,7 +95,8 @@ def main(args: argparse.Namespace) -> int:
     result = compare_runs(run_a, run_b, n_boot=args.n_boot,
                           max_boot=max(args.n_boot, args.max_boot), seed=args.seed,
                           confidence=args.confidence, only=args.metric,
-                          correction=args.correction, gates=_gates(args, run_b))
+                          correction=args.correction, gates=_gates(args, run_b),
+                          runs_dir=runs_dir)
     fmt = chosen_format(args.format, args.out)
     human = fmt in ("table", "vertical")
     if args.flips:
@@ -134,5 +135,16 @@ def print_comparison(result: Any, fmt: str = "table", out: str | None = None) ->
                      f"{number(r['system_delta'])} "
                      f"{_ci(r['system_ci_low'], r['system_ci_high'])} "
                      f"({r['n_same_output']} of {r['n_pairs']} outputs unchanged)")
+    if result.corrected:
+        note += "\ncorrected by human labels (PPI++ on the paired differences):"
+    for c in result.corrected:
+        value = ("no value: " + str(c["undefined"]) if c["value"] is None else
+                 f"{number(c['value'])} {_ci(c['ci_low'], c['ci_high'])} "
+                 f"({c['n_labelled']} records labelled in both of {c['n_shared']})")
+        note += (f"\n  {c['metric']}: B − A corrected {value} · judge alone "
+                 f"{number(c['judge_delta'])} {_ci(c['judge_ci_low'], c['judge_ci_high'])}")
+        if c.get("human_delta") is not None:
+            note += (f" · labels alone {number(c['human_delta'])} "
+                     f"{_ci(c['human_ci_low'], c['human_ci_high'])}")
     emit(["metric", "slice", "A", "B", "B − A", f"{result.confidence:.0%} CI", "verdict"],
          table, fmt, out, note=note)

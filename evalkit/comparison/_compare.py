@@ -58,6 +58,9 @@ class Comparison:
     rows: list[dict[str, Any]]
     flips: list[dict[str, Any]] = field(default_factory=list)
     gates: list[dict[str, Any]] = field(default_factory=list)
+    # per corrected metric: the change of the label-corrected rate (PPI++ on paired
+    # differences) beside the judge-only and labels-only ones (evalkit.comparison._corrected)
+    corrected: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[dict[str, Any]]:
@@ -100,12 +103,13 @@ class _Deltas:
 
 def compare_runs(run_a: Path, run_b: Path, *, n_boot: int = N_BOOT, max_boot: int = MAX_BOOT,
                  seed: int = 0, confidence: float = 0.95, only: list[str] | None = None,
-                 correction: str = "holm", gates: list[GateConfig] | tuple[()] = ()
-                 ) -> Comparison:
+                 correction: str = "holm", gates: list[GateConfig] | tuple[()] = (),
+                 runs_dir: Path | None = None) -> Comparison:
     """Compare run B (the candidate) with run A (the baseline) over the records both hold.
     ``n_boot`` paired resamples are drawn, more (up to ``max_boot``) for the metrics with a
     verdict within Monte-Carlo error of the bar; ``correction`` is ``holm``, ``bh`` or
-    ``none``; ``gates`` are checked at the same ``confidence``."""
+    ``none``; ``gates`` are checked at the same ``confidence``. ``runs_dir`` (default: the
+    one holding ``run_a``) is where the ``corrected`` metrics' labels are read."""
     if correction not in NAMES:
         raise EvalkitError(f"compare: correction {correction!r} is not one of "
                            f"{', '.join(NAMES)}")
@@ -169,8 +173,12 @@ def compare_runs(run_a: Path, run_b: Path, *, n_boot: int = N_BOOT, max_boot: in
                        judge_ci_high=s.judge_ci[1], system_delta=s.system,
                        system_ci_low=s.system_ci[0], system_ci_high=s.system_ci[1],
                        n_same_output=s.n_same)
+    from evalkit.comparison._corrected import corrected_differences
+
+    corrected = corrected_differences(run_a, run_b, runs_dir or run_a.parent.parent,
+                                      confidence)
     return Comparison(run_a, run_b, len(shared), confidence, correction, result.rows, flips,
-                      result.gates)
+                      result.gates, corrected)
 
 
 def _finite(v: float | None) -> bool:

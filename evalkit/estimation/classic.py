@@ -8,6 +8,8 @@ import numpy as np
 from evalkit.estimation._estimate import Estimate
 from evalkit.metrics._stats import mean_ci
 
+__all__ = ["human_mean", "judge_mean"]
+
 
 def judge_mean(f: np.ndarray, confidence: float = 0.95, n_boot: int = 1000,
                seed: int = 0) -> Estimate:

@@ -27,6 +27,8 @@ import numpy as np
 
 from evalkit.estimation._estimate import Estimate, z_value
 
+__all__ = ["ipw_mean", "n_h_total"]
+
 
 def ipw_mean(f_all: np.ndarray, labelled: np.ndarray, y: np.ndarray, pi: np.ndarray,
              strata: np.ndarray | None, confidence: float = 0.95,

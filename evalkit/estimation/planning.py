@@ -6,6 +6,8 @@ import math
 
 from evalkit.estimation._estimate import z_value
 
+__all__ = ["expected_half_widths"]
+
 
 def expected_half_widths(budget: int, population: int, rate: float, confidence: float = 0.95,
                          correlations: tuple[float, ...] = (0.0, 0.5, 0.8)

@@ -16,6 +16,8 @@ import numpy as np
 
 from evalkit.estimation._estimate import Estimate, z_value
 
+__all__ = ["census_mean", "ppi_lambda", "ppi_mean", "ppi_paired_difference"]
+
 
 def ppi_lambda(y: np.ndarray, f: np.ndarray, f_u: np.ndarray) -> float:
     """The power-tuning parameter that minimises the PPI++ variance, clipped to [0, 1]

@@ -24,6 +24,8 @@ import numpy as np
 
 from evalkit.estimation._estimate import Estimate, z_value
 
+__all__ = ["rogan_gladen"]
+
 
 def rogan_gladen(judge_flags: np.ndarray, y: np.ndarray, f: np.ndarray,
                  confidence: float = 0.95, min_per_class: int = 5) -> Estimate:

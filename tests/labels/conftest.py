@@ -25,12 +25,12 @@ class LabelledRuns:
 
 
 def write_run(root: Path, run_id: str, truth: np.ndarray, score: np.ndarray,
-              models: list[str]) -> Path:
+              models: list[str], config: dict | None = None, system: str = "") -> Path:
     run_dir = root / "exp" / run_id
     (run_dir / "judgments").mkdir(parents=True)
     ids = [f"r{i:04d}" for i in range(len(truth))]
     write_parquet(conform([{"run_id": run_id, "record_id": r, "model": m, "input": f"q {r}",
-                            "output": f"answer {r}", "context": [f"passage {r}"]}
+                            "output": f"answer {r}{system}", "context": [f"passage {r}"]}
                            for r, m in zip(ids, models, strict=False)], RECORDS),
                   run_dir / "records.parquet")
     write_parquet(conform([{"run_id": run_id, "record_id": r, "judge": "j", "value": float(s),
@@ -39,7 +39,7 @@ def write_run(root: Path, run_id: str, truth: np.ndarray, score: np.ndarray,
                   run_dir / "judgments" / "part-00000.parquet")
     (run_dir / "manifest.json").write_text(json.dumps({
         "run_id": run_id, "experiment": "exp", "status": "ok",
-        "finished_at": "2026-11-27T00:00:00+00:00"}))
+        "finished_at": "2026-11-27T00:00:00+00:00", "config": config or {}}))
     return run_dir
 
 
