@@ -241,8 +241,16 @@ def _text(col: str, limit: int) -> str:
 
 
 RECORD_FIELDS = ("record_id", "model", "level", "excluded_by", "exclude_reason", "input",
-                 "output", "context", "reference", "human_label", "outcome", "latency_s",
-                 "cost_usd", "timestamp")
+                 "question", "output", "context", "reference", "human_label", "outcome",
+                 "latency_s", "cost_usd", "timestamp")
+# the drill-down table's input column: the last user message of an input that is a message
+# list (a system prompt comes first and would fill the cell), else the input; the record's
+# detail keeps the whole input
+_LAST_USER = ("list_filter(CAST(json(input) AS JSON[]), m -> "
+              "json_extract_string(m, '$.role') = 'user')[-1]")
+_QUESTION = (f"CASE WHEN left(ltrim(input), 1) = '[' AND json_valid(input) THEN coalesce("
+             f"json_extract_string({_LAST_USER}, '$.content[0].text'), "  # content parts
+             f"json_extract_string({_LAST_USER}, '$.content'), input) ELSE input END")
 _LONG = {"input", "output", "context", "reference", "exclude_reason"}
 
 
@@ -262,6 +270,8 @@ def _drill(con: Any, limits: Limits, has_judgments: bool) -> dict[str, Any]:
             cols.append(f"{_text(joined, L)} AS context")
         elif c == "timestamp":
             cols.append("strftime(timestamp, '%Y-%m-%dT%H:%M:%SZ') AS timestamp")
+        elif c == "question":
+            cols.append(f"{_text(_QUESTION, L)} AS question")
         elif c in ("latency_s", "cost_usd"):
             cols.append(f"CASE WHEN isfinite({c}) THEN {c} END AS {c}")
         elif c in _LONG:

@@ -124,7 +124,7 @@
         tr.appendChild(el("td", null, rec.model[i]));
         tr.appendChild(el("td", rec.excluded_by[i] ? "excl" : null,
           rec.excluded_by[i] ? "excluded: " + rec.excluded_by[i] : "included"));
-        tr.appendChild(el("td", "cell", short(rec.input[i], 160)));
+        tr.appendChild(el("td", "cell", short(rec.question[i], 160)));
         tr.appendChild(el("td", "cell", short(rec.output[i], 160)));
         tr.appendChild(el("td", "cell", judgmentSummary(i)));
         tr.addEventListener("click", function () { show(i); });

@@ -311,3 +311,23 @@ def test_a_sweep_id_is_a_report_argument(runs: Runs, tmp_path: Path, monkeypatch
     assert "across" in sections(text)
     monkeypatch.chdir(runs_dir.parent)  # completion offers it too
     assert f"{sweep_id} " in candidates(f"evalkit report {sweep_id[:8]}")
+
+
+def test_the_drill_downs_input_column_shows_the_users_question() -> None:
+    import duckdb
+    import orjson
+
+    from evalkit.report._data import _drill
+    from evalkit.results.schemas import RECORDS, conform
+
+    chat = json.dumps([{"role": "system", "content": "You are terse. " * 20},
+                       {"role": "user", "content": "first question"},
+                       {"role": "assistant", "content": "an answer"},
+                       {"role": "user", "content": [{"type": "text", "text": "Why is CI red?"}]}])
+    con = duckdb.connect()
+    records = conform([{"record_id": "a", "input": chat}, {"record_id": "b", "input": "plain"},
+                       {"record_id": "c", "input": "[not json"}], RECORDS)
+    con.register("records", records)
+    data = orjson.loads(_drill(con, Limits(), has_judgments=False)["json"])["records"]
+    assert data["question"] == ["Why is CI red?", "plain", "[not json"]
+    assert data["input"][0] == chat  # the record's detail keeps the whole input
