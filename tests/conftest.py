@@ -15,6 +15,39 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 EVALKIT = str(Path(sys.executable).with_name("evalkit"))
 
+_SESSION_TMP: dict[str, str | None] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Everything the suite and the processes it starts put in the temporary directory
+    (pytest's own base directory, sweeps' Hydra directories and status files, compare's
+    scratch) goes into one directory of this session, removed when the session ends: the
+    suite leaves nothing in $TMPDIR. ``--basetemp`` keeps pytest's directories where given."""
+    import tempfile
+
+    if _SESSION_TMP:
+        return
+    made = tempfile.mkdtemp(prefix="evalkit-tests-")
+    _SESSION_TMP.update(dir=made, before=os.environ.get("TMPDIR"))
+    os.environ["TMPDIR"] = made
+    tempfile.tempdir = made
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+    import tempfile
+
+    made = _SESSION_TMP.pop("dir", None)
+    if made is None:
+        return
+    before = _SESSION_TMP.pop("before", None)
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = None
+    shutil.rmtree(made, ignore_errors=True)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):

@@ -307,6 +307,11 @@ def finish(path: Path, plan: list[list[str]] | None = None,
         _wait_for_jobs(path, wait_s)
     os.environ.pop(SWEEP_STATUS, None)
     sweep_id = os.environ.pop(SWEEP_ID, None)
+    from evalkit.report._sweep import ENV as REPORT_LIST
+
+    left = os.environ.pop(REPORT_LIST, None)  # a sweep that stopped before its report
+    if left:
+        Path(left).unlink(missing_ok=True)
     own = os.environ.pop(_OWN_LIMITS, None)
     if own:
         import shutil

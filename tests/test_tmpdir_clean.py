@@ -1,0 +1,28 @@
+"""The test suite leaves nothing in $TMPDIR: pytest's base directory, sweeps' Hydra
+directories and status files all go into one directory of the session, removed at its end
+(tests/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.e2e
+def test_a_run_of_the_suite_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
+    # a sweep (Hydra's sweep directory, the status and report files) and tmp_path fixtures
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/runner/test_sweep_console.py",
+                           "tests/sources/test_field_transforms.py"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sorted(os.listdir(tmp)) == []
