@@ -157,3 +157,13 @@ def test_the_paired_difference_is_ppi_on_per_record_differences():
     low, high = ppi_py.ppi_mean_ci(d_y, d_f[labelled], d_f[~labelled], alpha=0.1)
     assert (est.low, est.high) == pytest.approx((low[0], high[0]), abs=1e-9)
     assert est.details["paired"] and est.details["n_labelled"] == 80
+
+
+def test_the_t_quantile_matches_scipy():
+    from scipy.stats import t
+
+    from evalkit.estimation._estimate import t_value
+
+    for df in (3, 5, 14, 60):
+        for c in (0.9, 0.95):
+            assert t_value(c, df) == pytest.approx(t.ppf(0.5 + c / 2, df), rel=2e-3)
