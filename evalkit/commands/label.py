@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "records already carry (with --column)")
     imp.add_argument("--column", help="with --from-run: the record column (human_label, or "
                      "metadata.<key>) holding the labels")
+    imp.add_argument("--score", help="with --from-run: instead, an imported score (a Langfuse "
+                     "annotation) holding them")
     imp.add_argument("--judge", help="with --from-run: the judge whose question they answer")
     imp.add_argument("--labeler", help="who labelled (for rows that do not say; required "
                      "with --from-run)")
@@ -48,16 +50,21 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace, runs_dir: Path) -> int:
-    from evalkit.labels.declared import column_rows
+    from evalkit.labels.declared import column_rows, score_rows
     from evalkit.labels.importing import import_labels, import_rows
 
     if args.from_run:
-        if args.file or not (args.column and args.judge and args.labeler):
-            raise EvalkitError("label import --from-run RUN: give --column, --judge and "
-                               "--labeler, and no FILE")
+        if args.file or not ((args.column is None) != (args.score is None) and args.judge
+                             and args.labeler):
+            raise EvalkitError("label import --from-run RUN: give --column or --score, "
+                               "--judge and --labeler, and no FILE")
         run_dir = find_run(args.from_run, runs_dir, "label import")
-        rows = column_rows(run_dir, args.column, args.judge, args.labeler)
-        result = import_rows(rows, runs_dir, f"column:{args.column}")
+        if args.column:
+            rows = column_rows(run_dir, args.column, args.judge, args.labeler)
+            result = import_rows(rows, runs_dir, f"column:{args.column}")
+        else:
+            rows = score_rows(run_dir, args.score, args.judge, args.labeler)
+            result = import_rows(rows, runs_dir, f"score:{args.score}")
     elif args.file:
         result = import_labels(Path(args.file), runs_dir, labeler=args.labeler)
     else:

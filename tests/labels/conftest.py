@@ -30,12 +30,17 @@ def write_run(root: Path, run_id: str, truth: np.ndarray, score: np.ndarray,
     (run_dir / "judgments").mkdir(parents=True)
     ids = [f"r{i:04d}" for i in range(len(truth))]
     write_parquet(conform([{"run_id": run_id, "record_id": r, "model": m, "input": f"q {r}",
-                            "output": f"answer {r}{system}", "context": [f"passage {r}"]}
-                           for r, m in zip(ids, models, strict=False)], RECORDS),
+                            "output": f"answer {r}{system}", "context": [f"passage {r}"],
+                            "human_label": str(int(t)) if i % 4 else None}
+                           for i, (r, m, t) in enumerate(zip(ids, models, truth, strict=True))],
+                          RECORDS),
                   run_dir / "records.parquet")
     write_parquet(conform([{"run_id": run_id, "record_id": r, "judge": "j", "value": float(s),
                             "status": "ok", "origin": "computed", "explanation": "why"}
-                           for r, s in zip(ids, score, strict=False)], JUDGMENTS),
+                           for r, s in zip(ids, score, strict=True)]
+                          + [{"run_id": run_id, "record_id": r, "judge": "ann", "status": "ok",
+                              "value": float(t), "origin": "imported"}
+                             for r, t in zip(ids, truth, strict=True)], JUDGMENTS),
                   run_dir / "judgments" / "part-00000.parquet")
     (run_dir / "manifest.json").write_text(json.dumps({
         "run_id": run_id, "experiment": "exp", "status": "ok",

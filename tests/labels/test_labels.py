@@ -77,7 +77,7 @@ def test_import_refuses_each_bad_row_in_one_line_and_appends_nothing(runs, tmp_p
     assert lines[0].startswith("label import: 7 row(s) refused, nothing imported")
     by_line = {int(line.split(":")[1]): line for line in lines[1:]}
     assert "in no finished run" in by_line[2]
-    assert "judged nothing" in by_line[3] and "judges: j" in by_line[3]
+    assert "judged nothing" in by_line[3] and "judges: ann, j" in by_line[3]
     assert "outside the judge's scale [0, 1]" in by_line[4]
     assert "unknown key(s) ['colour']" in by_line[5]
     assert "labeler is missing" in by_line[6]
@@ -203,3 +203,24 @@ def test_declared_column_labels_and_the_cli(runs, capsys):
               "--runs-dir", str(runs.root)])
     assert done.value.code == 2
     assert "judge 'nope' left no judgment" in capsys.readouterr().err
+
+
+def test_labels_a_source_carries_are_declared_census_or_validation(runs, capsys):
+    from evalkit.cli import main
+
+    for extra, who in ((["--score", "ann"], "langfuse"), (["--column", "human_label"], "col")):
+        with pytest.raises(SystemExit) as done:
+            main(["label", "import", "--from-run", str(runs.run_dir), *extra, "--judge", "j",
+                  "--labeler", who, "--runs-dir", str(runs.root)])
+        assert done.value.code == 0, capsys.readouterr().err
+    con = connect(runs.root)
+    _, rows = run_query(con, "SELECT source, design, count(*), sum(value) FROM labels "
+                             "GROUP BY ALL ORDER BY source")
+    truth = runs.truth
+    # every record has the imported score: a census; a quarter lack human_label: validation
+    assert rows == [("column:human_label", None, 300,
+                     sum(v for k, v in truth.items() if int(k[1:]) % 4)),
+                    ("score:ann", "census", 400, sum(truth.values()))]
+    got = _corrected(runs, threshold=0.5)[("c", "all")]
+    assert got["details"]["method"] == "census"
+    assert got["value"] == got["ci_low"] == pytest.approx(np.mean(list(truth.values())))
