@@ -185,10 +185,9 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
         writer.write_table("rejects", pa.concat_tables(rejects) if rejects
                            else TABLES["rejects"].empty_table())
         counts: dict[str, dict[str, int]] = {}
-        cost = 0.0
-        for (judge, status), (k, c, _u) in sorted(writer.judgment_stats.items()):
+        for (judge, status), (k, _c, _u) in sorted(writer.judgment_stats.items()):
             counts.setdefault(judge, {})[status] = k
-            cost += c or 0.0
+        cost, _unpriced = writer.judge_spend()
         first = manifests[0]
         writer.write_manifest({
             **{k: first.get(k) for k in ("evalkit_version", "versions", "overrides")},

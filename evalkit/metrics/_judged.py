@@ -19,6 +19,7 @@ from evalkit.metrics._signals import (
     index_slices,
     judgment_join,
     mean_row,
+    metric_row,
     per_record,
     value_groups,
 )
@@ -123,10 +124,17 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
         raw = mean_row(f"{name}.raw", label, idx, values, excluded, cfg,
                        {"what": what + ", over all records before filters"},
                        include_excluded=True, undefined=undefined)
-        if raw["n_excluded"] and raw["n_judged"] == filt["n_judged"]:
-            raw["details"]["note"] = ("no excluded record has a usable value (the judge "
-                                      "skips excluded records), so raw covers the same "
-                                      "records as filtered")
+        n_set_aside = filt["n_excluded"]
+        if n_set_aside and raw["n_judged"] == filt["n_judged"] and filt["value"] is not None:
+            # the judges evalkit runs skip excluded records: a "raw" value would be the
+            # filtered one again, which is not a number before filters
+            raw = metric_row(raw["metric"], label, None, (None, None), raw["n_attempted"],
+                             raw["n_excluded"], raw["n_judged"], raw["n_unscored"],
+                             {k: v for k, v in raw["details"].items() if k != "ci_method"},
+                             undefined=f"judge '{cfg.judge}' scored none of the "
+                             f"{n_set_aside} record(s) the filters set aside (the judges "
+                             "evalkit runs skip excluded records), so there is no value "
+                             "before filters")
         rows.append(raw)
         by_filter = {}
         in_slice = np.zeros(len(values), dtype=bool)
@@ -141,11 +149,15 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
         effect = None
         if raw["value"] is not None and filt["value"] is not None:
             effect = raw["value"] - filt["value"]
-        rows.append({"metric": f"{name}.filter_effect", "slice": label, "value": effect,
-                     "n_attempted": raw["n_attempted"], "n_excluded": raw["n_excluded"],
-                     "n_judged": raw["n_judged"], "n_unscored": raw["n_unscored"],
-                     "details": {"what": "raw minus filtered: how much the filters moved the "
-                                 "number", "by_filter": by_filter}})
+        why = raw["details"].get("undefined") or filt["details"].get("undefined")
+        # the counts are the filtered row's (the records the filters left in); the raw
+        # row's usable records are in details
+        rows.append(metric_row(
+            f"{name}.filter_effect", label, effect, (None, None), filt["n_attempted"],
+            filt["n_excluded"], filt["n_judged"], filt["n_unscored"],
+            {"what": "raw minus filtered: how much the filters moved the number",
+             "by_filter": by_filter, "n_judged_raw": raw["n_judged"]},
+            undefined=f"no raw or no filtered value: {why}"))
     return rows
 
 

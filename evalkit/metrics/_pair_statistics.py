@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from evalkit.metrics._intervals import canonical, wilson_ci
 from evalkit.metrics._stats import percentile_interval, resample_indices
 
 Result = tuple[float | None, str | None]
@@ -24,12 +25,22 @@ def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
+def constant_rows(x: np.ndarray) -> np.ndarray:
+    """Per row, whether every value equals the first: an exact test, where a variance
+    computed from ``x - mean`` is floating-point noise (a constant 0.1 gave 1e-34, and
+    Pearson's r of noise came out as 0 [0, 0])."""
+    return np.all(x == x[:, :1], axis=1)
+
+
 def pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson's r per row."""
+    """Pearson's r per row; NaN where either side is constant (scipy: undefined, with a
+    ``ConstantInputWarning``)."""
     da = a - a.mean(axis=1, keepdims=True)
     db = b - b.mean(axis=1, keepdims=True)
     den = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
-    return np.clip(_div((da * db).sum(axis=1), den), -1.0, 1.0)
+    out = np.clip(_div((da * db).sum(axis=1), den), -1.0, 1.0)
+    out[constant_rows(a) | constant_rows(b)] = np.nan
+    return out
 
 
 def codes(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -114,12 +125,30 @@ def recall(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 
 def f1(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """Harmonic mean of precision and recall per row; NaN when either is undefined, 0 when
-    both are 0."""
-    p, r = precision(pred, truth), recall(pred, truth)
-    out = _div(2 * p * r, p + r)
-    out[(p == 0) & (r == 0)] = 0.0
-    return out
+    """F1 per row as scikit-learn computes it, 2·tp / (2·tp + fp + fn): 0 when there is a
+    positive on either side and no true positive (tp 0, fp 0, fn 11 gives 0, though
+    precision is undefined there); NaN only when neither side has a positive (sklearn's
+    ``zero_division``)."""
+    tp, fp, fn = _counts(pred, truth)
+    return _div(2 * tp, 2 * tp + fp + fn)
+
+
+PROPORTIONS = ("accuracy", "percent_agreement", "precision", "recall")
+"""The statistics that are a count of successes out of a count of trials: their interval is
+Wilson's (:func:`proportion_ci`), not the bootstrap's, which collapses to a point at 0 and 1
+(precision 58/58 gave [1, 1]; Wilson: [0.938, 1])."""
+
+
+def proportion_ci(stat: str, pred: np.ndarray, truth: np.ndarray, confidence: float,
+                  ) -> tuple[float | None, float | None]:
+    """Wilson's interval of proportion ``stat`` (one of :data:`PROPORTIONS`) of the 1-D
+    binary ``pred`` and ``truth``; ``(None, None)`` where its denominator is 0."""
+    c = confusion(pred, truth)
+    hits, trials = {"accuracy": (c["tp"] + c["tn"], len(pred)),
+                    "percent_agreement": (c["tp"] + c["tn"], len(pred)),
+                    "precision": (c["tp"], c["tp"] + c["fp"]),
+                    "recall": (c["tp"], c["tp"] + c["fn"])}[stat]
+    return wilson_ci(hits, trials, confidence) if trials else (None, None)
 
 
 def confusion(pred: np.ndarray, truth: np.ndarray) -> dict[str, int]:
@@ -146,8 +175,7 @@ def why_undefined(stat: str, a: np.ndarray, b: np.ndarray) -> str:
     if stat == "recall":
         return "recall undefined: no record is positive in the truth"
     if stat == "f1":
-        return "f1 undefined: " + ("the judge flagged no record" if not np.any(a == 1)
-                                   else "no record is positive in the truth")
+        return "f1 undefined: neither the judge nor the truth flags any record"
     if ca is not None and cb is not None:
         return (f"{stat} undefined: both raters are constant (a = {ca:g}, b = {cb:g} on "
                 "every pair)")
@@ -176,10 +204,12 @@ def bootstrap(cols: list[np.ndarray], stats: dict[str, Batch], n_boot: int = 100
     :func:`evalkit.metrics._stats.resample_indices`, as for every other interval, in blocks
     of at most 2M indices: each block is materialised once per column. ``method`` is numpy's
     quantile method (``inverted_cdf`` keeps an infinite resample from turning a bound into
-    NaN)."""
+    NaN). The rows are drawn in their canonical order (:func:`canonical`), so the interval
+    depends on the pairs, not on the order the records came in."""
     n = len(cols[0])
     if n < 2 or n_boot <= 0 or not stats:
         return {k: (None, None) for k in stats}
+    cols = canonical(cols)
     results: dict[str, list[np.ndarray]] = {k: [] for k in stats}
     for part in resample_indices(n, n_boot, seed, cells=2_000_000):
         sampled = [c[part] for c in cols]

@@ -23,6 +23,7 @@ from evalkit.metrics._signals import (
     judge_known,
     numbers,
     reasons,
+    row_counts,
 )
 
 
@@ -116,9 +117,10 @@ def pair_slices(pairs: Pairs, cfg: PairConfig) -> Iterator[tuple[str, np.ndarray
     for label, idx in index_slices(pairs.table, list(cfg.slice_by)):
         both = pairs.paired(idx, cfg.include_excluded)
         considered = idx if cfg.include_excluded else idx[~pairs.excluded[idx]]
-        counts = {"n_attempted": len(idx), "n_excluded": int(pairs.excluded[idx].sum()),
-                  "n_judged": len(both), "n_unscored": len(considered) - len(both)}
-        info = {"a": cfg.judge_a, "b": cfg.b_name, "n_pairs": len(both)}
+        counts = row_counts(idx, pairs.excluded, considered, both)
+        info: dict[str, Any] = {"a": cfg.judge_a, "b": cfg.b_name, "n_pairs": len(both)}
+        if cfg.include_excluded:
+            info["n_filtered"] = int(pairs.excluded[idx].sum())
         unusable = {"a": reasons(pairs.why_a, _mask(pairs, considered)),
                     "b": reasons(pairs.why_b, _mask(pairs, considered))}
         if unusable["a"] or unusable["b"]:

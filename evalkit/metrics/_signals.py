@@ -260,6 +260,17 @@ def index_slices(table: pa.Table, slice_by: list[str]) -> list[tuple[str, np.nda
     return out
 
 
+def row_counts(idx: np.ndarray, excluded: np.ndarray, considered: np.ndarray,
+               used: np.ndarray) -> dict[str, int]:
+    """A row's denominators, which always add up (``n_attempted = n_excluded + n_judged +
+    n_unscored``): of the slice's records ``idx``, the row ``considered`` some (all, or the
+    included ones) and could use ``used``. ``n_excluded`` is what the filters kept out of
+    *this row*: 0 for a row that counts excluded records too (``.raw``, ``include_excluded``),
+    which then says in ``details.n_filtered`` how many of its records a filter set aside."""
+    return {"n_attempted": len(idx), "n_excluded": len(idx) - len(considered),
+            "n_judged": len(used), "n_unscored": len(considered) - len(used)}
+
+
 def excluded_mask(table: pa.Table) -> np.ndarray:
     """True where a filter set the record aside."""
     return np.asarray(table.column("excluded_by").is_valid().to_numpy(zero_copy_only=False),
@@ -275,13 +286,15 @@ def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
     are counted as unscored. ``undefined`` says why when no record is usable."""
     considered = idx if include_excluded else idx[~excluded[idx]]
     usable = considered[~np.isnan(values[considered])]
-    v = values[usable]
+    v = np.sort(values[usable])  # the mean's bits and resamples: a function of the values
     lo, hi, method = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
     if method is not None:
         details = {**details, "ci_method": method}
-    return metric_row(metric, label, float(v.mean()) if len(v) else None, (lo, hi), len(idx),
-                      int(excluded[idx].sum()), len(usable), len(considered) - len(usable),
-                      details, undefined)
+    if include_excluded:
+        details = {**details, "n_filtered": int(excluded[idx].sum())}
+    return metric_row(metric, label, float(v.mean()) if len(v) else None, (lo, hi),
+                      **row_counts(idx, excluded, considered, usable), details=details,
+                      undefined=undefined)
 
 
 def metadata_value(metadata: str | None, path: str) -> Any:

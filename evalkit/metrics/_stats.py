@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit._arrow import one_array
+from evalkit.metrics._intervals import canonical, quantile_interval, wilson_ci
 from evalkit.results.schemas import RECORDS
 
 SLICEABLE = [f.name for f in RECORDS if not pa.types.is_list(f.type)]
@@ -73,14 +74,22 @@ statistics for a quantile) that the bootstrap converges to, instead of n_boot ×
 
 def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
             confidence: float = 0.95) -> tuple[float | None, float | None, str | None]:
-    """``(low, high, method)``: a percentile-bootstrap interval of the mean, computed in
-    O(``n_boot`` × distinct values) when the values take few distinct levels (flags, labels,
-    Likert scores: resampling n records is drawing multinomial counts of those levels), else
-    by resampling records; above 20,000 records with many distinct values, the normal
-    interval the bootstrap converges to (mean ± z·s/√n). Values that are all 0 or 1 are a
-    proportion: their interval is Wilson's (:func:`wilson_ci`), which does not collapse to
-    a point at 0 or 1 as the bootstrap does (0 of 3 gave [0, 0]). ``(None, None, None)``
-    with no value, fewer than two that are not 0/1, or ``n_boot`` = 0 (no interval)."""
+    """``(low, high, method)`` of the mean of ``values``:
+
+    - values all 0 or 1 are a proportion: Wilson's interval (``"wilson"``,
+      :func:`wilson_ci`), which does not collapse to a point at 0 or 1 as the bootstrap
+      does (0 of 3 gave [0, 0]);
+    - else the studentized bootstrap (``"bootstrap-t"``; Efron & Tibshirani 1993, ch. 12),
+      which corrects for skew where the percentile bootstrap under-covers (lognormal
+      latencies at 20 records: 89% for a "95%" interval, 93% studentized). Resamples are
+      multinomial counts of the distinct levels when there are few (flags, Likert scores:
+      O(``n_boot`` × levels)), else rows of indices into the sorted values
+      (:func:`resample_indices`);
+    - above 20,000 values with many levels, the normal interval the bootstrap converges to
+      (``"normal"``, mean ± z·s/√n).
+
+    ``(None, None, None)`` with no value, fewer than two that are not 0/1, values that are
+    all equal (no spread to resample), or ``n_boot`` = 0 (no interval)."""
     n = len(values)
     if n < 1 or n_boot <= 0:
         return None, None, None
@@ -88,44 +97,47 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
     if ones + int(np.count_nonzero(values == 0.0)) == n:
         lo, hi = wilson_ci(ones, n, confidence)
         return lo, hi, "wilson"
-    if n < 2:
+    if n < 2 or np.all(values == values[0]):
         return None, None, None
     alpha = (1.0 - confidence) / 2
-    # more distinct values in the first rows than a few levels allow: no need to sort them all
-    # to find out (the full np.unique of 750,000 latencies cost 46 ms, for nothing above 20k)
+    values = np.sort(values)  # the same bits and draws whatever the records' order
+    mean = float(values.mean())
+    sd = float(values.std(ddof=1))
+    # more distinct values in the first rows than a few levels allow: no need to count them
+    # all to find out (the full np.unique of 750,000 latencies cost 46 ms, for nothing)
     few = len(np.unique(values[:_FEW_SAMPLE])) <= _FEW_DISTINCT
     if few:
         levels, counts = np.unique(values, return_counts=True)
         few = len(levels) <= _FEW_DISTINCT
     if few:
         rng = np.random.default_rng(seed)
-        means = rng.multinomial(n, counts / n, size=n_boot) @ levels / n
-        lo, hi = np.quantile(means, [alpha, 1 - alpha])
-        return float(lo), float(hi), "bootstrap"
-    if n <= LARGE_N:
-        lo, hi = _resampled(values, np.mean, n_boot, seed, alpha)
-        return lo, hi, "bootstrap"
-    from statistics import NormalDist
+        drawn = rng.multinomial(n, counts / n, size=n_boot).astype(float)
+        dev = levels - mean
+        t = _studentized(drawn @ dev, drawn @ (dev * dev), n)
+    elif n <= LARGE_N:
+        t = np.concatenate([_studentized((values[idx] - mean).sum(axis=1),
+                                         ((values[idx] - mean) ** 2).sum(axis=1), n)
+                            for idx in resample_indices(n, n_boot, seed)])
+    else:
+        from statistics import NormalDist
 
-    half = NormalDist().inv_cdf(1 - alpha) * float(values.std(ddof=1)) / np.sqrt(n)
-    mean = float(values.mean())
-    return mean - half, mean + half, "normal"
+        half = NormalDist().inv_cdf(1 - alpha) * sd / np.sqrt(n)
+        return mean - half, mean + half, "normal"
+    t_lo, t_hi = percentile_interval(t, alpha)
+    if t_lo is None or t_hi is None:
+        return None, None, None
+    se = sd / np.sqrt(n)
+    return mean - t_hi * se, mean - t_lo * se, "bootstrap-t"
 
 
-def wilson_ci(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson's score interval of a proportion ``successes / n`` (``n`` ≥ 1): the interval
-    that stays inside [0, 1] and keeps a width at 0 and at n successes (0 of 3 at 95%:
-    [0, 0.562])."""
-    from statistics import NormalDist
-
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    p = successes / n
-    denom = 1.0 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z * float(np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / denom
-    lo = 0.0 if successes == 0 else max(0.0, center - half)
-    hi = 1.0 if successes == n else min(1.0, center + half)
-    return lo, hi
+def _studentized(sum_dev: np.ndarray, sum_sq: np.ndarray, n: int) -> np.ndarray:
+    """Per resample, (mean* − mean) / (s* / √n) from the sums of the deviations from the
+    sample's mean and of their squares; NaN where the resample has no spread."""
+    var = (sum_sq - sum_dev * sum_dev / n) / (n - 1)
+    out = np.full(len(var), np.nan)
+    spread = var > 1e-12 * (sum_sq / n + 1e-300)
+    out[spread] = (sum_dev[spread] / n) / np.sqrt(var[spread] / n)
+    return out
 
 
 def bootstrap_ci(
@@ -170,7 +182,13 @@ def percentile_interval(boot: np.ndarray, alpha: float, method: str = "linear",
 
 def _resampled(values: np.ndarray, stat: Callable[[np.ndarray], float], n_boot: int,
                seed: int, alpha: float) -> tuple[float | None, float | None]:
-    """Percentile interval of ``stat`` over ``n_boot`` resamples of the rows of ``values``."""
+    """Percentile interval of ``stat`` over ``n_boot`` resamples of the rows of ``values``,
+    drawn over the rows in canonical order (:func:`~evalkit.metrics._intervals.canonical`:
+    the interval depends on the data, not on the records' order)."""
+    if values.ndim == 1:
+        values = np.sort(values)
+    else:
+        values = np.column_stack(canonical(list(values.T)))
     stats = []
     for idx in resample_indices(len(values), n_boot, seed):
         if values.ndim == 1 and stat is np.mean:
@@ -180,24 +198,17 @@ def _resampled(values: np.ndarray, stat: Callable[[np.ndarray], float], n_boot: 
     return percentile_interval(np.concatenate(stats), alpha)
 
 
-def quantile_ci(values: np.ndarray, q: float, confidence: float) -> tuple[float, float]:
-    """The distribution-free interval of the ``q`` quantile from order statistics, with the
-    normal approximation of the binomial ranks (accurate for the large n it is used for)."""
-    return quantile_cis(values, [q], confidence)[0]
+def quantile_ci(values: np.ndarray, q: float, confidence: float,
+                ) -> tuple[float | None, float | None]:
+    """The distribution-free interval of the ``q`` quantile from order statistics
+    (:func:`evalkit.metrics._intervals.quantile_interval`); a bound is None where too few
+    values lie beyond it."""
+    return quantile_cis(values, [q], confidence)[0][:2]
 
 
 def quantile_cis(values: np.ndarray, qs: list[float], confidence: float
-                 ) -> list[tuple[float, float]]:
-    """:func:`quantile_ci` of each quantile in ``qs``, from one partition of ``values`` at
-    every rank they need (a partition is O(n) where a sort is O(n log n))."""
-    from statistics import NormalDist
-
-    n = len(values)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    ranks = []
-    for q in qs:
-        half = z * np.sqrt(n * q * (1 - q))
-        ranks.append((int(np.clip(np.floor(n * q - half), 0, n - 1)),
-                      int(np.clip(np.ceil(n * q + half), 0, n - 1))))
-    ordered = np.partition(values, sorted({r for pair in ranks for r in pair}))
-    return [(float(ordered[lo]), float(ordered[hi])) for lo, hi in ranks]
+                 ) -> list[tuple[float | None, float | None, str | None]]:
+    """:func:`quantile_interval` of each quantile in ``qs`` over one sort of ``values``:
+    ``(low, high, why a bound is open)``."""
+    ordered = np.sort(values)
+    return [quantile_interval(ordered, q, confidence) for q in qs]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics import _pair_statistics as stats
+from evalkit.metrics._intervals import canonical
 from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
 from evalkit.plugin import Metric, Produces
@@ -61,8 +62,11 @@ class AgreementMetric(Metric):
 
         fns = {stat: fn or spearman for stat, (fn, _, _) in STATISTICS.items()}
         for label, _idx, both, meta in pair_slices(pairs, cfg):
-            cols = [pairs.a[both], pairs.b[both], pairs.a_bin[both], pairs.b_bin[both],
-                    ca[both].astype(float), cb[both].astype(float)]
+            # in canonical order: values and intervals depend on the pairs, not on the order
+            # the records came in (a merge of shards gives the same bits)
+            cols = canonical([pairs.a[both], pairs.b[both], pairs.a_bin[both],
+                              pairs.b_bin[both], ca[both].astype(float),
+                              cb[both].astype(float)])
             values = {stat: stats.value(stat, fns[stat],
                                           *(cols[i] for i in _COLUMNS[reads]))
                       for stat, (_, reads, _) in STATISTICS.items()}
@@ -75,8 +79,11 @@ class AgreementMetric(Metric):
 
             cis = stats.bootstrap(
                 cols, {stat: on(stat, reads) for stat, (_, reads, _) in STATISTICS.items()
-                       if values[stat][0] is not None},
+                       if values[stat][0] is not None and stat not in stats.PROPORTIONS},
                 cfg.n_boot, cfg.seed, cfg.confidence)
+            if cfg.n_boot > 0 and values["percent_agreement"][0] is not None:
+                cis["percent_agreement"] = stats.proportion_ci(
+                    "percent_agreement", cols[2], cols[3], cfg.confidence)
             scores = cols[:2]
             base = {**meta["info"], "threshold": cfg.threshold,
                     "threshold_b": cfg.threshold if cfg.threshold_b is None
@@ -85,9 +92,12 @@ class AgreementMetric(Metric):
                 base.update(mean_a=float(scores[0].mean()), mean_b=float(scores[1].mean()))
             for stat, (_, _, what) in STATISTICS.items():
                 value, why = values[stat]
+                method = ("wilson" if stat in stats.PROPORTIONS else "bootstrap") \
+                    if cis.get(stat, (None, None))[0] is not None else None
                 rows.append(metric_row(f"{self.name}.{stat}", label, value,
                                        cis.get(stat, (None, None)), **meta["counts"],
-                                       details={**base, "what": what},
+                                       details={**base, "what": what,
+                                                **({"ci_method": method} if method else {})},
                                        undefined=pairs.undefined or why))
             rows.append(metric_row(f"{self.name}.n", label, float(len(both)), (None, None),
                                    **meta["counts"],

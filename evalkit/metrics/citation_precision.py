@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.analysis.citations import Citation, check_citation_settings, extract_citations
-from evalkit.metrics._pair_statistics import bootstrap
+from evalkit.metrics._intervals import clustered_proportion_ci
 from evalkit.metrics._signals import (
     SignalSpec,
     SliceConfig,
@@ -123,6 +123,8 @@ class CitationPrecisionMetric(Metric):
                     "ids": cfg.ids, "support_judge": cfg.support_judge}
             if bad_ids:
                 base["n_records_ids_unknown"] = len(bad_ids)
+            if cfg.n_boot > 0:
+                base["ci_method"] = "wilson (effective n)"
             counts = {"n_attempted": len(idx), "n_excluded": int(excluded[idx].sum())}
             undefined = None
             if not cfg.support_judge:
@@ -133,8 +135,10 @@ class CitationPrecisionMetric(Metric):
                 undefined = f"judge '{cfg.support_judge}' decided no record's citations"
             value = (float(support[decided].sum() / cited[decided].sum())
                      if len(decided) and not undefined else None)
-            ci = bootstrap([support[decided], cited[decided]], {"r": _ratio}, cfg.n_boot,
-                           cfg.seed, cfg.confidence)["r"] if value is not None else (None, None)
+            # a proportion of citations clustered in records: Wilson's interval at the
+            # ratio's effective sample size (the bootstrap over records gave [1, 1] at 1)
+            ci = clustered_proportion_ci(support[decided], cited[decided], cfg.confidence) \
+                if value is not None and cfg.n_boot > 0 else (None, None)
             rows.append(metric_row(self.name, label, value, ci, **counts,
                                    n_judged=len(decided),
                                    n_unscored=len(with_cites) - len(decided) + len(bad_ids),
@@ -142,9 +146,9 @@ class CitationPrecisionMetric(Metric):
                                    undefined=undefined or "no citation in this slice"))
             idv = (float(valid_n[with_cites].sum() / cited[with_cites].sum())
                    if len(with_cites) else None)
-            ci = bootstrap([valid_n[with_cites], cited[with_cites]], {"r": _ratio},
-                           cfg.n_boot, cfg.seed, cfg.confidence)["r"] if idv is not None \
-                else (None, None)
+            ci = clustered_proportion_ci(valid_n[with_cites], cited[with_cites],
+                                         cfg.confidence) \
+                if idv is not None and cfg.n_boot > 0 else (None, None)
             rows.append(metric_row(f"{self.name}.id_valid", label, idv, ci, **counts,
                                    n_judged=len(with_cites), n_unscored=len(bad_ids),
                                    details={**base, "what": "citations naming an existing "
@@ -153,6 +157,3 @@ class CitationPrecisionMetric(Metric):
                                    undefined="no citation in this slice"))
         return rows
 
-
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    return num.sum(axis=1) / den.sum(axis=1)

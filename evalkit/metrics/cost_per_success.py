@@ -1,7 +1,7 @@
 """``cost_per_success``: what one successful outcome cost: generation cost (every attempt,
 failed ones included) plus, optionally, what the judges cost, divided by the number of
-successful outcomes. No success with a cost spent is infinite, not 0; no success and no
-cost is undefined."""
+successful outcomes. With no success the value is undefined (null, with the cost spent and
+the reason in ``details``), neither 0 nor infinite."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ class CostPerSuccessMetric(Metric):
     """Row ``<name>`` per slice, in the cost column's currency (USD). The success count comes
     from the included records' outcomes (as ``task_completion``); the cost from every record
     (``include_excluded_cost``). Records without a cost are counted in ``details`` and make
-    the value a lower bound. ``ci_high`` may be infinite (resamples with no success)."""
+    the value a lower bound. ``ci_high`` is null (open, said in ``details.ci_open``) when
+    more than the interval's tail of resamples hold no success."""
 
     Config = CostPerSuccessConfig
     higher_is_better = False
@@ -96,17 +97,21 @@ class CostPerSuccessMetric(Metric):
             undefined = None
             if n_success:
                 value = total / n_success
-            elif total > 0:
-                value = float("inf")
-                details["infinite"] = (f"no successful outcome in this slice for a cost of "
-                                       f"{total:.6g}")
             else:
                 value = None
-                undefined = "no successful outcome and no cost in this slice (0/0)"
+                undefined = (f"no successful outcome in this slice: {total:.6g} spent for "
+                             "none, a cost per success cannot be divided out" if total > 0
+                             else "no successful outcome and no cost in this slice (0/0)")
             ci: tuple[Any, Any] = (None, None)
             if value is not None and len(idx) >= 2 and cfg.n_boot > 0:
                 ci = bootstrap([cost[idx], wins[idx]], {"r": _ratio_rows}, cfg.n_boot,
                                cfg.seed, cfg.confidence, method="inverted_cdf")["r"]
+                details["ci_method"] = "bootstrap"
+                if ci[1] is not None and np.isinf(ci[1]):
+                    ci = (ci[0], None)
+                    details["ci_open"] = ("upper bound open: so many resamples hold no "
+                                          "success that the cost per success has no finite "
+                                          "upper bound")
             rows.append(metric_row(self.name, label, value, ci, len(idx),
                                    int(excluded[idx].sum()), len(inc) - unscored, unscored,
                                    details, undefined))

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalkit.checks import check_flag_at
-from evalkit.metrics._signals import excluded_mask, index_slices, judgment_join
+from evalkit.metrics._signals import excluded_mask, index_slices, judgment_join, metric_row
 from evalkit.metrics._stats import SLICEABLE, mean_ci
 from evalkit.plugin import Metric, Produces
 
@@ -117,28 +117,30 @@ class CrosstabMetric(Metric):
         if cfg.flagged_by is not None:
             base["among"] = f"records flagged by '{cfg.flagged_by}'"
         if not known:
-            return [{"metric": self.name, "slice": "all", "value": None,
-                     "n_attempted": table.num_rows,
-                     "details": {**base, "undefined": f"no judgments from judge "
-                                 f"'{cfg.judge}' in this run"}}]
+            n = table.num_rows  # (without include_excluded, the query left excluded ones out)
+            return [metric_row(self.name, "all", None, (None, None), n, 0, 0, n,
+                               base, f"no judgments from judge '{cfg.judge}' in this run")]
         category = np.asarray(table.column("category").to_pylist(), dtype=object)
         excluded = excluded_mask(table)
         rows = []
         for label, idx in index_slices(table, [cfg.by]):
             in_slice = category[idx]
             scored = in_slice != None  # noqa: E711 - elementwise comparison on an array
-            n_exc = int(excluded[idx].sum())
+            # excluded records the table kept (include_excluded) are counted, not excluded:
+            # n_attempted = n_excluded + n_judged + n_unscored
+            n_filtered = int(excluded[idx].sum())
+            n_exc = 0 if cfg.include_excluded else n_filtered
             n_scored = int(scored.sum())
             for cat in cats:
                 hits = (in_slice[scored] == cat).astype(float)
-                lo, hi, _ = mean_ci(hits, cfg.n_boot, cfg.seed, cfg.confidence)
-                rows.append({
-                    "metric": f"{self.name}.{cat}", "slice": label,
-                    "value": float(hits.mean()) if n_scored else None,
-                    "ci_low": lo, "ci_high": hi, "n_attempted": len(idx),
-                    "n_excluded": n_exc, "n_judged": n_scored,
-                    "n_unscored": len(idx) - n_scored,
-                    "details": {**base, "category": cat, "count": int(hits.sum()),
-                                "what": f"share of {label} records whose '{cfg.judge}' "
-                                        f"{cfg.of} is {cat}"}})
+                lo, hi, method = mean_ci(hits, cfg.n_boot, cfg.seed, cfg.confidence)
+                rows.append(metric_row(
+                    f"{self.name}.{cat}", label, float(hits.mean()) if n_scored else None,
+                    (lo, hi), len(idx), n_exc, n_scored, len(idx) - n_exc - n_scored,
+                    {**base, "category": cat, "count": int(hits.sum()),
+                     **({"ci_method": method} if method else {}),
+                     **({"n_filtered": n_filtered} if cfg.include_excluded else {}),
+                     "what": f"share of {label} records whose '{cfg.judge}' {cfg.of} is "
+                             f"{cat}"},
+                    undefined=f"no record of {label} has a verdict from '{cfg.judge}'"))
         return rows

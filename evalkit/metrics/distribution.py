@@ -11,10 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.metrics._judged import judged_cursor_group, judged_table
-from evalkit.metrics._signals import SliceConfig
+from evalkit.metrics._signals import SliceConfig, metric_row
 from evalkit.metrics._stats import (
-    LARGE_N,
-    bootstrap_ci,
     mean_ci,
     quantile_ci,
     slice_sql,
@@ -100,29 +98,30 @@ class DistributionMetric(Metric):
         rows: list[dict[str, Any]] = []
         for label, part in slices(self._table(con), list(cfg.slice_by)):
             excluded = pc.is_valid(part.column("excluded_by"))
-            n_exc = pc.sum(excluded).as_py() or 0
             keep = pc.invert(excluded) if cfg.included_only else pa.array(
-                [True] * part.num_rows)
+                [True] * part.num_rows, pa.bool_())
             usable = pc.and_(keep, pc.is_valid(part.column("value")))
             arr = np.asarray(part.column("value").filter(usable).to_numpy(), dtype=float)
-            counts = {"n_attempted": part.num_rows, "n_excluded": n_exc,
-                      "n_judged": len(arr),
-                      "n_unscored": (pc.sum(keep).as_py() or 0) - len(arr)}
+            arr = np.sort(arr)  # the statistics' bits and resamples: a function of the values
+            kept = pc.sum(keep).as_py() or 0
+            # n_excluded: what the filters kept out of these rows (none with included_only
+            # false), so n_attempted = n_excluded + n_judged + n_unscored
+            counts = {"n_attempted": part.num_rows, "n_excluded": part.num_rows - kept,
+                      "n_judged": len(arr), "n_unscored": kept - len(arr)}
             rows.extend(self._rows(label, arr, counts, what))
         return rows
 
     def _ci(self, arr: np.ndarray, suffix: str, stat: Any,
             boot: dict[str, Any]) -> tuple[float | None, float | None]:
-        """Bootstrap CIs; above 20,000 values, the mean's CI comes from :func:`mean_ci` and the
-        quantiles' from order statistics, which cost O(n log n) instead of n_boot × n."""
+        """The mean's CI from :func:`mean_ci` (Wilson, bootstrap or normal); the quantiles'
+        the distribution-free order-statistic interval (:func:`quantile_ci`); none for the
+        standard deviation."""
         if stat is None or self.config.n_boot <= 0 or len(arr) < 2:
             return None, None
         if suffix == "":
             lo, hi, _ = mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"])
             return lo, hi
-        if len(arr) > LARGE_N:
-            return quantile_ci(arr, 0.5 if suffix == ".p50" else 0.95, boot["confidence"])
-        return bootstrap_ci(arr, stat, **boot)
+        return quantile_ci(arr, 0.5 if suffix == ".p50" else 0.95, boot["confidence"])
 
     def _rows(self, label: str, arr: np.ndarray, counts: dict[str, int],
               what: str) -> list[dict[str, Any]]:
@@ -150,8 +149,8 @@ class DistributionMetric(Metric):
         for suffix, value, stat in (("", stats["mean"], np.mean), (".p50", stats["p50"], _p50),
                                     (".p95", stats["p95"], _p95), (".std", stats["std"], None)):
             lo, hi = self._ci(arr, suffix, stat, boot)
-            out.append({"metric": self.name + suffix, "slice": label, "value": value,
-                        "ci_low": lo, "ci_high": hi, **counts,
-                        "details": details if not suffix else {"what": f"{suffix[1:]} of "
-                                                               f"{what} over {scope}"}})
+            out.append(metric_row(self.name + suffix, label, value, (lo, hi), **counts,
+                                  details=details if not suffix else {
+                                      "what": f"{suffix[1:]} of {what} over {scope}"},
+                                  undefined="one value: no standard deviation"))
         return out

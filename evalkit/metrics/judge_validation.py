@@ -58,9 +58,14 @@ class JudgeValidationMetric(Metric):
             values = {stat: stats.value(stat, fn, pred, truth)
                       for stat, (fn, _) in STATISTICS.items()}
             cis = stats.bootstrap([pred, truth],
-                                    {stat: fn for stat, (fn, _) in STATISTICS.items()
-                                     if values[stat][0] is not None},
-                                    cfg.n_boot, cfg.seed, cfg.confidence)
+                                  {stat: fn for stat, (fn, _) in STATISTICS.items()
+                                   if values[stat][0] is not None
+                                   and stat not in stats.PROPORTIONS},
+                                  cfg.n_boot, cfg.seed, cfg.confidence)
+            if cfg.n_boot > 0:
+                cis.update({stat: stats.proportion_ci(stat, pred, truth, cfg.confidence)
+                            for stat in stats.PROPORTIONS if stat in STATISTICS
+                            and values[stat][0] is not None})
             details = {**meta["info"], "threshold": cfg.threshold,
                        "threshold_b": cfg.threshold if cfg.threshold_b is None
                        else cfg.threshold_b,
@@ -69,8 +74,11 @@ class JudgeValidationMetric(Metric):
                        "positive_rate_truth": float(truth.mean()) if len(truth) else None}
             for stat, (_, what) in STATISTICS.items():
                 value, why = values[stat]
+                method = ("wilson" if stat in stats.PROPORTIONS else "bootstrap") \
+                    if cis.get(stat, (None, None))[0] is not None else None
                 rows.append(metric_row(f"{self.name}.{stat}", label, value,
                                        cis.get(stat, (None, None)), **meta["counts"],
-                                       details={**details, "what": what},
+                                       details={**details, "what": what,
+                                                **({"ci_method": method} if method else {})},
                                        undefined=pairs.undefined or why))
         return rows

@@ -1,4 +1,5 @@
-"""``latency``: p50, p95, p99 and mean of record latency, per slice, with bootstrap CIs."""
+"""``latency``: p50, p95, p99 and mean of record latency, per slice: each percentile with its
+distribution-free order-statistic interval, the mean with a bootstrap one."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.metrics._pair_statistics import bootstrap
-from evalkit.metrics._signals import SliceConfig, excluded_mask, index_slices, metric_row
-from evalkit.metrics._stats import LARGE_N, mean_ci, quantile_cis, slice_sql
+from evalkit.metrics._signals import (
+    SliceConfig,
+    excluded_mask,
+    index_slices,
+    metric_row,
+    row_counts,
+)
+from evalkit.metrics._stats import mean_ci, quantile_cis, slice_sql
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["LatencyConfig", "LatencyMetric"]
@@ -41,20 +47,6 @@ def _stat_name(q: float) -> str:
     return f"p{q:g}".replace(".", "_")
 
 
-def _percentiles(qs: list[float]) -> dict[str, Any]:
-    """One statistic per percentile of the rows of ``v``, all computed by one numpy call per
-    array (one partition of each row for every percentile, not one per percentile: the
-    bootstrap of a slice calls each statistic on the same block of resamples in turn)."""
-    last: list[Any] = [None, None]  # the array (held, so its id is not reused) and its result
-
-    def of(v: np.ndarray) -> np.ndarray:
-        if last[0] is not v:
-            last[:] = [v, np.percentile(v, qs, axis=1)]
-        return last[1]
-
-    return {_stat_name(q): (lambda v, k=k: of(v)[k]) for k, q in enumerate(qs)}
-
-
 class LatencyMetric(Metric):
     """Rows ``<name>.p50``, ``.p95``, ``.p99`` (numpy's linear-interpolation percentiles)
     and ``<name>.mean`` per slice, in the column's unit (seconds for ``latency_s``).
@@ -84,32 +76,40 @@ class LatencyMetric(Metric):
         negative = x < 0
         x[~np.isfinite(x) | (x < 0)] = np.nan
         excluded = excluded_mask(table)
-        stats: dict[str, Any] = _percentiles(list(cfg.percentiles))
-        stats["mean"] = lambda v: v.mean(axis=1)
+        names = [_stat_name(q) for q in cfg.percentiles]
         rows = []
         for label, idx in index_slices(table, list(cfg.slice_by)):
             considered = idx if cfg.include_excluded else idx[~excluded[idx]]
             use = considered[~np.isnan(x[considered])]
-            v = x[use]
-            counts = {"n_attempted": len(idx), "n_excluded": int(excluded[idx].sum()),
-                      "n_judged": len(use), "n_unscored": len(considered) - len(use)}
+            # sorted: the percentiles, the mean's bits and its resamples are then a function
+            # of the values, not of the order the records came in
+            v = np.sort(x[use])
+            counts = row_counts(idx, excluded, considered, use)
             details: dict[str, Any] = {"column": cfg.column,
                                        "include_excluded": cfg.include_excluded}
             if negative[considered].any():
                 details["n_negative_ignored"] = int(negative[considered].sum())
-            if len(v) > LARGE_N and cfg.n_boot > 0:
-                # closed forms the bootstrap converges to: O(n log n), not n_boot × n
-                cis = dict(zip(map(_stat_name, cfg.percentiles), quantile_cis(
-                    v, [q / 100 for q in cfg.percentiles], cfg.confidence), strict=True))
-                cis["mean"] = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)[:2]
-                details["ci_method"] = "order statistics (percentiles), normal (mean)"
-            else:
-                cis = bootstrap([v], stats, cfg.n_boot, cfg.seed, cfg.confidence) if len(v) \
-                    else {}
-            for stat, fn in stats.items():
-                value = float(fn(v[None, :])[0]) if len(v) else None
-                rows.append(metric_row(f"{self.name}.{stat}", label, value,
-                                       cis.get(stat, (None, None)), **counts,
-                                       details={**details, "what": f"{stat} of {cfg.column}"},
-                                       undefined=f"no record with a {cfg.column} in this slice"))
+            undefined = f"no record with a {cfg.column} in this slice"
+            values = np.percentile(v, list(cfg.percentiles)) if len(v) else [None] * len(names)
+            cis = quantile_cis(v, [q / 100 for q in cfg.percentiles], cfg.confidence) \
+                if len(v) and cfg.n_boot > 0 else [(None, None, None)] * len(names)
+            for name, value, (lo, hi, why) in zip(names, values, cis, strict=True):
+                extra: dict[str, Any] = {"what": f"{name} of {cfg.column}"}
+                if cfg.n_boot > 0 and len(v):
+                    extra["ci_method"] = "order statistics"
+                if why:
+                    extra["ci_open"] = why
+                rows.append(metric_row(f"{self.name}.{name}", label,
+                                       None if value is None else float(value), (lo, hi),
+                                       **counts, details={**details, **extra},
+                                       undefined=undefined))
+            lo, hi, method = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
+            extra = {"what": f"mean of {cfg.column}"}
+            if method:
+                extra["ci_method"] = method
+            elif len(v) == 1 and cfg.n_boot > 0:
+                extra["ci_open"] = "one value: no interval of a mean"
+            rows.append(metric_row(f"{self.name}.mean", label,
+                                   float(v.mean()) if len(v) else None, (lo, hi), **counts,
+                                   details={**details, **extra}, undefined=undefined))
         return rows

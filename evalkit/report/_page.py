@@ -13,6 +13,7 @@ from collections import defaultdict
 from importlib import resources
 from typing import Any
 
+from evalkit.judges.llm._progress import spend_text
 from evalkit.report import _charts
 from evalkit.report._data import RunData
 
@@ -141,8 +142,8 @@ def _overview(run: RunData) -> str:
     items = [("status", m.get("status")), ("records", fmt(m.get("n_records"))),
              ("excluded", fmt(m.get("n_excluded"))), ("rejected", fmt(m.get("n_rejects"))),
              ("judgments", fmt(m.get("n_judgments"))),
-             ("judge cost", "unknown" if m.get("judge_calls_unpriced") else
-              f"${m.get('judge_cost_usd') or 0:.4f}"),
+             ("judge cost", spend_text(m.get("judge_cost_usd"),
+                                       m.get("judge_calls_unpriced") or 0)),
              ("started", m.get("started_at")), ("duration", f"{m.get('duration_s') or 0:.2f} s")]
     cells = "".join(f'<div class="kv"><span>{e(k)}</span><b data-overview="{e(k)}">{e(v)}</b>'
                     f"</div>" for k, v in items)

@@ -230,7 +230,11 @@ class RunWriter:
             pc.and_(pc.is_null(table["cost_usd"]), pc.equal(table["status"], "ok")),
             pc.and_(pc.equal(table["origin"], "computed"), pc.is_valid(table["judge_model"]))),
             False)
-        grouped = table.select(["judge", "status", "cost_usd"]).append_column(
+        # the spend of this run: an answer served from the cache keeps the cost it was
+        # bought at (judgments.cost_usd, for cost per success), but was not paid again
+        paid = pc.if_else(pc.fill_null(pc.equal(table["origin"], "cache"), False),
+                          pa.scalar(None, pa.float64()), table["cost_usd"])
+        grouped = table.select(["judge", "status"]).append_column("cost_usd", paid).append_column(
             "unpriced", pc.cast(unpriced, pa.int64())).group_by(["judge", "status"]).aggregate(
             [([], "count_all"), ("cost_usd", "sum"), ("unpriced", "sum")])
         cached = table.filter(pc.equal(table["origin"], "cache")).column("judge")
@@ -252,6 +256,21 @@ class RunWriter:
                 causes = self.error_causes.setdefault(row["judge"], {})
                 cause = row["error_cause"] or "other"
                 causes[cause] = causes.get(cause, 0) + row["count_all"]
+
+    def judge_spend(self) -> tuple[float | None, int]:
+        """``(what this run's judge calls cost, judgments with no known price)``: the cost
+        is None, never 0, when judgments were made and none had a known price (a
+        self-hosted or new model); with a mix it is the priced part, and the count of
+        unpriced ones says it is a lower bound."""
+        cost: float | None = None
+        unpriced = 0
+        for _n, c, u in self.judgment_stats.values():
+            if c is not None:
+                cost = (cost or 0.0) + c
+            unpriced += u
+        if cost is None and not unpriced:
+            cost = 0.0  # no priced call because no call (deterministic judges, offline)
+        return cost, unpriced
 
     def finish_records(self) -> None:
         """Close and publish ``records.parquet`` (an empty table if no batch came)."""

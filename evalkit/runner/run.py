@@ -317,12 +317,9 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         endpoints.update(plugin.endpoint_stats())
 
     counts: dict[str, dict[str, int]] = {}
-    cost = 0.0
-    unpriced = 0
-    for (judge, status), (n, c, u) in sorted(writer.judgment_stats.items()):
+    for (judge, status), (n, _c, _u) in sorted(writer.judgment_stats.items()):
         counts.setdefault(judge, {})[status] = n
-        cost += c or 0.0
-        unpriced += u
+    cost, unpriced = writer.judge_spend()
     versions = _versions(rc)
     manifest.update(
         # a dry run made no judge call: its directory must not pass for a real run's

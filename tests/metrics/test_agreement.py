@@ -137,7 +137,9 @@ def test_empty_run_single_record_and_unknown_judge():
     assert single["agree.pearson"]["value"] is None
     assert "at least 2 pairs" in single["agree.pearson"]["details"]["undefined"]
     assert single["agree.percent_agreement"]["value"] == 1.0
-    assert single["agree.percent_agreement"]["ci_low"] is None
+    # one pair of one agreeing: Wilson's interval of 1 of 1, not a point
+    assert single["agree.percent_agreement"]["ci_low"] == pytest.approx(0.2065, abs=1e-4)
+    assert single["agree.kappa"]["ci_low"] is None
     ghost = by_metric(run(pairs([0.3, 0.5]), judge_b="nobody"))
     assert "no judgments from 'nobody'" in ghost["agree.kappa"]["details"]["undefined"]
 

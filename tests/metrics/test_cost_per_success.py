@@ -1,8 +1,6 @@
-"""cost_per_success: every attempt's cost over successes; infinite and undefined cases."""
+"""cost_per_success: every attempt's cost over successes; undefined cases and open bounds."""
 
 from __future__ import annotations
-
-import math
 
 import pytest
 
@@ -26,7 +24,10 @@ def test_failed_attempts_cost_money_too():
     row = run(connect(RECORDS))
     assert row["value"] == pytest.approx(0.10 / 2)
     assert row["details"]["n_success"] == 2
-    assert row["ci_low"] <= row["value"] <= row["ci_high"]
+    # 4 records and 2 successes: 6% of the resamples hold no success, so no finite upper
+    # bound (null, with the reason), never infinity
+    assert row["ci_low"] <= row["value"] and row["ci_high"] is None
+    assert "upper bound open" in row["details"]["ci_open"]
     only_included = run(connect(RECORDS), include_excluded_cost=False)
     assert only_included["value"] == pytest.approx(0.06 / 2)
 
@@ -41,23 +42,27 @@ def test_judge_cost_is_added_when_asked():
         pytest.approx((0.10 + 0.5) / 2)
 
 
-def test_no_success_is_infinite_not_zero_and_zero_over_zero_is_undefined():
-    failed = [{"record_id": "1", "outcome": "failure", "cost_usd": 0.2}]
+def test_no_success_is_undefined_with_the_reason_neither_zero_nor_infinite():
+    failed = [{"record_id": "1", "outcome": "failure", "cost_usd": 0.2},
+              {"record_id": "2", "outcome": "failure", "cost_usd": 0.1}]
     row = run(connect(failed))
-    assert math.isinf(row["value"]) and "infinite" in row["details"]
+    assert row["value"] is None and row["ci_low"] is None and row["ci_high"] is None
+    assert "no successful outcome" in row["details"]["undefined"]
+    assert row["details"]["total_cost"] == pytest.approx(0.3)
     free = [{"record_id": "1", "outcome": "failure", "cost_usd": 0.0}]
     row = run(connect(free))
     assert row["value"] is None and "0/0" in row["details"]["undefined"]
     assert run(connect([]))["value"] is None
 
 
-def test_missing_costs_make_a_lower_bound_and_interval_may_be_infinite():
+def test_missing_costs_make_a_lower_bound_and_an_unbounded_interval_is_open():
     records = [{"record_id": "1", "outcome": "success", "cost_usd": None},
                {"record_id": "2", "outcome": "failure", "cost_usd": 1.0}]
     row = run(connect(records))
     assert row["value"] == 1.0
     assert row["details"]["n_cost_missing"] == 1 and "lower bound" in row["details"]["note"]
-    assert math.isinf(row["ci_high"])  # resamples without the success
+    # resamples without the success: no finite upper bound, null with the reason
+    assert row["ci_high"] is None and "upper bound open" in row["details"]["ci_open"]
 
 
 def test_unknown_outcomes_are_unscored():

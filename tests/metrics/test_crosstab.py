@@ -22,7 +22,12 @@ def test_flag_by_level(tmp_path):
     rows = rows_by(CrosstabMetric("x", CrosstabConfig(judge="H", by="level", threshold=0.5),
                                   None).compute(con))
     err = rows[("x.flagged", "level=ERROR")]
-    assert err["value"] == 1.0 and err["details"]["count"] == 6 and err["n_excluded"] == 6
+    # the crosstab counts excluded records (include_excluded): none is excluded from the
+    # row, and details say how many a filter set aside; the counts add up
+    assert err["value"] == 1.0 and err["details"]["count"] == 6 and err["n_excluded"] == 0
+    assert err["details"]["n_filtered"] == 6
+    for row in rows.values():
+        assert row["n_attempted"] == row["n_excluded"] + row["n_judged"] + row["n_unscored"]
     default = rows[("x.flagged", "level=DEFAULT")]
     assert default["value"] == pytest.approx(1 / 4) and default["details"]["count"] == 1
     assert default["n_attempted"] == 5 and default["n_unscored"] == 1

@@ -46,7 +46,9 @@ def test_no_flagged_record_makes_precision_undefined_not_zero():
     rows = run(pairs([0.1, 0.2, 0.3], human=[0, 1, 0]))
     assert rows["jv.precision"]["value"] is None
     assert "flagged no record" in rows["jv.precision"]["details"]["undefined"]
-    assert rows["jv.f1"]["value"] is None
+    # F1 = 2tp / (2tp + fp + fn) = 0 here, as scikit-learn says, though precision is not
+    assert rows["jv.f1"]["value"] == 0.0 == skm.f1_score([0, 1, 0], [0, 0, 0],
+                                                         zero_division=np.nan)
     assert rows["jv.recall"]["value"] == 0.0
     assert rows["jv.accuracy"]["value"] == pytest.approx(2 / 3)
 
@@ -58,7 +60,9 @@ def test_unmapped_human_labels_are_unscored():
                   [{"record_id": k, "judge": "A", "value": 0.9} for k in "123"])
     row = run(con)["jv.accuracy"]
     assert (row["n_judged"], row["n_unscored"]) == (1, 2)
-    assert row["value"] == 1.0 and row["ci_low"] is None  # one pair: no interval
+    # one pair: Wilson's interval of 1 of 1 (a proportion keeps a width), no bootstrap
+    assert row["value"] == 1.0 and row["ci_low"] == pytest.approx(0.2065, abs=1e-4)
+    assert run(con)["jv.kappa"]["ci_low"] is None
 
 
 def test_against_a_reference_judge():

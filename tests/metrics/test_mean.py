@@ -86,8 +86,12 @@ def test_skipped_judge_note_and_unknown_judge(tmp_path):
             {"record_id": "e", "judge": "E", "status": "skipped"}]
     con = connect(tmp_path, RECORDS_ROWS, judg)
     rows = rows_by(MeanMetric("e", JudgeMetricConfig(judge="E"), None).compute(con))
-    assert rows[("e.raw", "all")]["value"] == rows[("e", "all")]["value"]
-    assert "raw covers the same records" in rows[("e.raw", "all")]["details"]["note"]
+    # the judge skipped the excluded records: there is no value before filters, and the
+    # filters' effect is not 0 by construction but unknown, each saying why
+    raw, effect = rows[("e.raw", "all")], rows[("e.filter_effect", "all")]
+    assert raw["value"] is None and "no value before filters" in raw["details"]["undefined"]
+    assert effect["value"] is None and "no value before filters" in \
+        effect["details"]["undefined"]
     missing = MeanMetric("x", JudgeMetricConfig(judge="nope"), None).compute(con)[0]
     assert missing["value"] is None
     assert "no judgments from judge 'nope'" in missing["details"]["undefined"]
@@ -96,9 +100,10 @@ def test_skipped_judge_note_and_unknown_judge(tmp_path):
 
 def test_resampling_matches_a_direct_bootstrap_and_degenerate_cases():
     values = np.random.default_rng(1).random(500)
-    # the same draws as a direct percentile bootstrap (one block holds every resample)
+    # the same draws as a direct percentile bootstrap over the sorted values (one block
+    # holds every resample)
     idx = np.random.default_rng(0).integers(0, 500, size=(1000, 500))
-    direct = np.quantile(values[idx].mean(axis=1), [0.025, 0.975])
+    direct = np.quantile(np.sort(values)[idx].mean(axis=1), [0.025, 0.975])
     assert _resampled(values, np.mean, 1000, 0, 0.025) == pytest.approx(tuple(direct))
     assert bootstrap_ci(values[:1]) == (None, None)
     assert bootstrap_ci(values, n_boot=0) == (None, None)
@@ -116,7 +121,7 @@ def test_mean_ci_methods_agree_with_resampling_records():
     likert = rng.integers(0, 5, 2000) / 4  # five levels: multinomial draws
     lo, hi, method = mean_ci(likert, 2000, 0, 0.95)
     ref = _resampled(likert, np.mean, 2000, 0, 0.025)
-    assert method == "bootstrap"
+    assert method == "bootstrap-t"
     assert lo == pytest.approx(ref[0], abs=0.006) and hi == pytest.approx(ref[1], abs=0.006)
     scores = rng.random(30_000)  # many levels, many records: the normal interval
     lo, hi, method = mean_ci(scores, 1000, 0, 0.95)

@@ -20,7 +20,7 @@ def test_judgment_stats_match_the_written_parts(tmp_path: Path) -> None:
           "judge_model": "m"},
          {"record_id": "d", "judge": "j2", "status": "ok", "origin": "computed"}],
         [{"record_id": "e", "judge": "j1", "status": "ok", "origin": "cache",
-          "judge_model": "m", "cost_usd": None},
+          "judge_model": "m", "cost_usd": 0.125},  # bought by an earlier run, not again
          {"record_id": "f", "judge": "j1", "status": "ok", "origin": "computed",
           "judge_model": "m", "cost_usd": 0.25},
          {"record_id": "g", "judge": "j2", "status": "skipped", "origin": "computed"}],
@@ -30,12 +30,26 @@ def test_judgment_stats_match_the_written_parts(tmp_path: Path) -> None:
     writer.finish_records()
     con = run_connection(tmp_path / "run")
     expected = con.sql(
-        "SELECT judge, status, count(*), sum(cost_usd), count(*) FILTER (WHERE cost_usd IS "
+        "SELECT judge, status, count(*), sum(cost_usd) FILTER (WHERE origin <> 'cache'), "
+        "count(*) FILTER (WHERE cost_usd IS "
         "NULL AND status = 'ok' AND origin = 'computed' AND judge_model IS NOT NULL) "
         "FROM judgments GROUP BY ALL ORDER BY ALL").fetchall()
     got = [(j, s, n, c, u) for (j, s), (n, c, u) in sorted(writer.judgment_stats.items())]
     assert got == expected
     assert got[0] == ("j1", "error", 1, None, 0) and got[1] == ("j1", "ok", 4, 0.75, 1)
+    assert writer.judge_spend() == (0.75, 1)
+
+
+def test_an_unknown_price_is_a_null_spend_never_zero(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path / "run")
+    writer.add_judgments(conform([
+        {"record_id": "a", "judge": "own", "status": "ok", "origin": "computed",
+         "judge_model": "openai/self-hosted", "cost_usd": None}], JUDGMENTS, {"run_id": "r"}))
+    assert writer.judge_spend() == (None, 1)
+    free = RunWriter(tmp_path / "free")  # deterministic judges made no call: a spend of 0
+    free.add_judgments(conform([{"record_id": "a", "judge": "regex", "status": "ok",
+                                 "origin": "computed"}], JUDGMENTS, {"run_id": "r"}))
+    assert free.judge_spend() == (0.0, 0)
 
 
 def test_unique_columns_are_written_without_a_dictionary(tmp_path: Path) -> None:

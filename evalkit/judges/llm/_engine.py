@@ -258,7 +258,11 @@ class Engine:
                             "text": result.raw, "logprobs": completion.logprobs
                             if result.raw == completion.text else None,
                             "input_tokens": completion.input_tokens,
-                            "output_tokens": completion.output_tokens})
+                            "output_tokens": completion.output_tokens,
+                            # what the answer cost when it was bought (re-asks included):
+                            # a judgment served from the cache later keeps that cost, so
+                            # a resumed run's cost per success equals a clean run's
+                            "cost_usd": result.cost_usd})
             if failure is not None:
                 exc = failure
                 if self._learn_unsupported(exc, sent):
@@ -330,8 +334,9 @@ class Engine:
             value = parse(hit["text"], hit.get("logprobs"))
         except ParseError:
             return None  # the parser changed since: ask again
+        # the cost it was bought at; an answer cached before costs were stored: unknown
         return CallResult(value, hit["text"], None, 0, 0.0, hit.get("input_tokens"),
-                          hit.get("output_tokens"), 0.0, cached=True)
+                          hit.get("output_tokens"), hit.get("cost_usd"), cached=True)
 
     def _supported(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.unsupported:

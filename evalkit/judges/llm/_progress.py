@@ -51,10 +51,11 @@ class _Board:
 _BOARD = _Board()
 
 
-def spend_text(cost: float, unpriced: int) -> str:
+def spend_text(cost: float | None, unpriced: int) -> str:
     """What calls cost: ``$0.0123``; ``unknown`` when no call had a known price (a
-    self-hosted or new model), never ``$0.0000``; ``$0.0123 + unknown`` for a mix."""
-    if unpriced and not cost:
+    self-hosted or new model; ``cost`` None or 0), never ``$0.0000``; ``$0.0123 +
+    unknown`` for a mix."""
+    if cost is None or (unpriced and not cost):
         return "unknown"
     return f"${cost:.4f}" + (" + unknown" if unpriced else "")
 

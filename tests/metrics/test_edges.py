@@ -1,0 +1,148 @@
+"""Conventions at the edges equal to the references (scipy, scikit-learn), one test per edge:
+zero denominators, constant raters, a single record, every record excluded, every judgment an
+error. Every null says why, and every row's counts add up:
+``n_attempted = n_excluded + n_judged + n_unscored``."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats as st
+from sklearn import metrics as skm
+
+from evalkit.metrics._judged import JudgeMetricConfig
+from evalkit.metrics._outcomes import OutcomeConfig
+from evalkit.metrics._rater_pairs import PairConfig
+from evalkit.metrics.agreement import AgreementMetric
+from evalkit.metrics.cost_per_success import CostPerSuccessConfig, CostPerSuccessMetric
+from evalkit.metrics.crosstab import CrosstabConfig, CrosstabMetric
+from evalkit.metrics.distribution import DistributionConfig, DistributionMetric
+from evalkit.metrics.judge_validation import JudgeValidationConfig, JudgeValidationMetric
+from evalkit.metrics.latency import LatencyConfig, LatencyMetric
+from evalkit.metrics.mean import MeanMetric
+from evalkit.metrics.rate import RateConfig, RateMetric
+from evalkit.metrics.task_completion import TaskCompletionMetric
+from tests.metrics.run_tables import by_metric, connect, pairs
+
+
+def every_metric(con: Any) -> list[dict[str, Any]]:
+    """The rows of one instance of each metric kind over judge ``A`` (and ``B``)."""
+    out: list[dict[str, Any]] = []
+    out += RateMetric("rate", RateConfig(judge="A", n_boot=50), None).compute(con)
+    out += MeanMetric("mean", JudgeMetricConfig(judge="A", n_boot=50), None).compute(con)
+    out += CrosstabMetric("x", CrosstabConfig(judge="A", by="model", n_boot=50),
+                          None).compute(con)
+    out += CrosstabMetric("xi", CrosstabConfig(judge="A", by="model", n_boot=50,
+                                               include_excluded=False), None).compute(con)
+    out += LatencyMetric("lat", LatencyConfig(n_boot=50, include_excluded=True),
+                         None).compute(con)
+    out += LatencyMetric("lat_in", LatencyConfig(n_boot=50), None).compute(con)
+    out += DistributionMetric("d", DistributionConfig(judge="A", n_boot=50,
+                                                      included_only=False), None).compute(con)
+    out += AgreementMetric("ag", PairConfig(judge_a="A", judge_b="B", n_boot=50,
+                                            include_excluded=True), None).compute(con)
+    out += JudgeValidationMetric("jv", JudgeValidationConfig(judge_a="A", n_boot=50),
+                                 None).compute(con)
+    out += TaskCompletionMetric("tc", OutcomeConfig(n_boot=50), None).compute(con)
+    out += CostPerSuccessMetric("cps", CostPerSuccessConfig(n_boot=50), None).compute(con)
+    return out
+
+
+def _run(n: int, excluded: int = 0, status: str = "ok", imported: bool = False):
+    rng = np.random.default_rng(n)
+    records = [{"record_id": f"r{i:03d}", "model": "ab"[i % 2], "latency_s": 0.1 + i,
+                "cost_usd": 0.01, "outcome": "success" if i % 3 else "failure",
+                "human_label": str(i % 2),
+                "excluded_by": "pipeline_failure" if i < excluded else None}
+               for i in range(n)]
+    judgments = []
+    for i in range(n):
+        if i < excluded and not imported:
+            judgments.append({"record_id": f"r{i:03d}", "judge": "A", "status": "skipped"})
+            continue
+        for judge in "AB":
+            v = float(rng.random())
+            judgments.append({"record_id": f"r{i:03d}", "judge": judge, "status": status,
+                              **({"value": v, "passed": v < 0.5} if status == "ok" else
+                                 {"error": "TimeoutError: slow"})})
+    return connect(records, judgments)
+
+
+@pytest.mark.parametrize("case", ["normal", "imported", "single", "all_excluded",
+                                  "all_errors", "empty"])
+def test_counts_add_up_and_every_null_says_why(case):
+    con = {"normal": lambda: _run(40, excluded=10),
+           "imported": lambda: _run(40, excluded=10, imported=True),
+           "single": lambda: _run(1),
+           "all_excluded": lambda: _run(12, excluded=12),
+           "all_errors": lambda: _run(12, status="error"),
+           "empty": lambda: _run(0)}[case]()
+    rows = every_metric(con)
+    assert rows
+    for r in rows:
+        n = (r["n_attempted"], r.get("n_excluded"), r.get("n_judged"), r.get("n_unscored"))
+        assert None not in n, r
+        assert n[0] == n[1] + n[2] + n[3], (r["metric"], r["slice"], n)
+        if r["value"] is None:
+            assert r["details"].get("undefined"), (r["metric"], r["slice"])
+            assert r.get("ci_low") is None and r.get("ci_high") is None
+        for bound in ("ci_low", "ci_high"):
+            assert r.get(bound) is None or np.isfinite(r[bound]), (r["metric"], bound)
+
+
+def test_a_judge_that_skips_excluded_records_has_no_raw_value_and_an_imported_one_has():
+    skipped = {(r["metric"], r["slice"]): r for r in
+               RateMetric("rate", RateConfig(judge="A"), None).compute(_run(40, excluded=10))}
+    raw, effect = skipped[("rate.raw", "all")], skipped[("rate.filter_effect", "all")]
+    assert raw["value"] is None and "scored none of the 10" in raw["details"]["undefined"]
+    assert effect["value"] is None and effect["details"]["undefined"]
+    imported = {(r["metric"], r["slice"]): r for r in
+                RateMetric("rate", RateConfig(judge="A"), None).compute(
+                    _run(40, excluded=10, imported=True))}
+    raw = imported[("rate.raw", "all")]
+    assert raw["value"] is not None and raw["n_judged"] == 40 and raw["n_excluded"] == 0
+    assert raw["details"]["n_filtered"] == 10
+    assert imported[("rate.filter_effect", "all")]["value"] == pytest.approx(
+        raw["value"] - imported[("rate", "all")]["value"])
+
+
+def test_f1_and_precision_follow_scikit_learn_zero_division():
+    # tp 0, fp 0, fn 11: precision 0/0 is undefined (sklearn zero_division=nan), recall 0,
+    # F1 = 2tp / (2tp + fp + fn) = 0, as sklearn says
+    truth = [1] * 11 + [0] * 9
+    rows = by_metric(JudgeValidationMetric("jv", JudgeValidationConfig(judge_a="A"), None)
+                     .compute(pairs([0.1] * 20, human=truth)))
+    pred = [0] * 20
+    assert rows["jv.f1"]["value"] == skm.f1_score(truth, pred, zero_division=np.nan) == 0.0
+    assert np.isnan(skm.precision_score(truth, pred, zero_division=np.nan))
+    assert rows["jv.precision"]["value"] is None
+    assert "flagged no record" in rows["jv.precision"]["details"]["undefined"]
+    # neither side has a positive: F1 is undefined for sklearn too (zero_division)
+    rows = by_metric(JudgeValidationMetric("jv", JudgeValidationConfig(judge_a="A"), None)
+                     .compute(pairs([0.1] * 5, human=[0] * 5)))
+    assert np.isnan(skm.f1_score([0] * 5, [0] * 5, zero_division=np.nan))
+    assert rows["jv.f1"]["value"] is None and rows["jv.f1"]["details"]["undefined"]
+    assert rows["jv.recall"]["value"] is None
+
+
+@pytest.mark.parametrize("constant", [0.1, 0.3, 0.7, 1 / 3])
+def test_a_constant_rater_has_an_undefined_pearson_r_like_scipy(constant):
+    """``x - mean`` of a constant like 0.1 is not exactly 0: the r of that noise printed as
+    0 [0, 0]. scipy calls it undefined (NaN, ConstantInputWarning); so does evalkit, and
+    says why."""
+    b = np.random.default_rng(1).random(30)
+    a = [constant] * 30
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isnan(st.pearsonr(a, b).statistic)
+    rows = by_metric(AgreementMetric("ag", PairConfig(judge_a="A", judge_b="B", n_boot=100),
+                                     None).compute(pairs(a, b)))
+    for stat in ("pearson", "spearman", "alpha_interval"):
+        if stat == "alpha_interval":
+            continue  # alpha is defined: the pooled values vary
+        row = rows[f"ag.{stat}"]
+        assert row["value"] is None and row["ci_low"] is None, stat
+        assert "a is constant" in row["details"]["undefined"]
