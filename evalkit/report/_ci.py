@@ -7,10 +7,9 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from evalkit.report._data import RunData
+from evalkit.report._gates import exit_status, gates
 from evalkit.report._page import ci_text, fmt, headline_rows
 from evalkit.safetext import markdown_text, xml_text
-
-_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
 def _md(text: Any) -> str:
@@ -23,8 +22,16 @@ def markdown(runs: list[RunData], verdicts: list[dict[str, Any]], html_name: str
     lines = []
     for run in runs:
         m = run.manifest
+        code, why = exit_status(run)
+        exit_text = "" if code is None else f", exit {code}"
         lines.append(f"### evalkit · {_md(run.experiment)} · run {_md(run.run_id)} "
-                     f"({_md(m.get('status'))})")
+                     f"({_md(m.get('status'))}{exit_text})")
+        lines.append("")
+        checked = gates(run)
+        failed = [g for g in checked if g.failure]
+        lines.append(f"**Gates**: {len(checked) - len(failed)} of {len(checked)} passed"
+                     + (f"; exit {code}: {_md(why)}" if code else ""))
+        lines += [f"- ✗ {_md(g.name)}: {_md(g.failure)}" for g in failed]
         lines.append("")
         excluded = ", ".join(f"{_md(k)} {v:,}" for k, v in (m.get("excluded_by") or {}).items())
         lines.append(f"records {fmt(m.get('n_records'))} · excluded {fmt(m.get('n_excluded'))}"
@@ -74,69 +81,36 @@ def markdown(runs: list[RunData], verdicts: list[dict[str, Any]], html_name: str
 
 
 def junit(runs: list[RunData]) -> bytes:
-    """One test suite per run: the run's status, each alert rule of its config (failed when
-    it fired at warning or error; an info alert passes with its message) and the
-    ``runner.fail_on`` gate."""
+    """One test suite per run: every gate the run checked (:func:`gates`: its status, each
+    alert rule of its config, ``runner.max_judge_error_rate`` and ``runner.fail_on``), failed
+    where the gate failed; an info alert passes with its message. The suite's properties
+    hold the run's exit status."""
     suites = ET.Element("testsuites", name="evalkit")
     for run in runs:
-        cfg = run.manifest.get("config") or {}
         suite = ET.SubElement(suites, "testsuite",
                               name=xml_text(f"evalkit.{run.experiment}.{run.run_id}"))
-        cases: list[tuple[str, str | None, str | None, str]] = []  # name, failure, type, out
-        status = run.manifest.get("status")
-        cases.append(("run status", None if status == "ok" else
-                      f"run status is {status}: {run.manifest.get('error', '')}", "status", ""))
-        rules = cfg.get("alerts") or []
-        seen: set[int] = set()
-        for k, rule in enumerate(rules):
-            fired = [a for a in run.alerts if a.get("metric") == rule.get("metric") and
-                     a.get("operator") == rule.get("operator", ">") and
-                     a.get("threshold") == rule.get("value")]
-            seen.update(id(a) for a in fired)
-            name = (f"alert {rule.get('metric')} [{rule.get('slice', 'all')}] "
-                    f"{rule.get('operator', '>')} {rule.get('value')}")
-            failing = [a for a in fired if _RANK.get(a.get("severity") or "", 0) >= 1]
-            failure = "; ".join(_alert_text(a) for a in failing) or None
-            out = "; ".join(_alert_text(a) for a in fired if a not in failing)
-            cases.append((f"{k + 1:02d} {name}", failure,
-                          failing[0].get("severity") if failing else None, out))
-        for a in run.alerts:  # alerts no rule of the config explains (older runs)
-            if id(a) not in seen:
-                cases.append((f"alert {a.get('metric')} [{a.get('slice')}]", _alert_text(a)
-                              if _RANK.get(a.get("severity") or "", 0) >= 1 else None,
-                              a.get("severity"), _alert_text(a)))
-        gate = (cfg.get("runner") or {}).get("fail_on")
-        if gate:
-            over = [a for a in run.alerts
-                    if _RANK.get(a.get("severity") or "", 0) >= _RANK.get(gate, 9)]
-            cases.append((f"gate runner.fail_on={gate}",
-                          f"{len(over)} alert(s) at or above {gate}: "
-                          + "; ".join(_alert_text(a) for a in over[:5]) if over else None,
-                          "gate", ""))
+        code, why = exit_status(run)
+        props = ET.SubElement(suite, "properties")
+        ET.SubElement(props, "property", name="exit_status",
+                      value="unknown" if code is None else str(code))
+        ET.SubElement(props, "property", name="exit_reason", value=xml_text(why))
+        cases = gates(run)
         failures = 0
-        for name, failure, kind, out in cases:
+        for g in cases:
             # every value from data through xml_text: ESC, NUL or a lone surrogate in a
             # message would make the file unreadable to the CI system
             case = ET.SubElement(suite, "testcase",
                                  classname=xml_text(f"evalkit.{run.experiment}"),
-                                 name=xml_text(name))
-            if failure:
+                                 name=xml_text(g.name))
+            if g.failure:
                 failures += 1
-                node = ET.SubElement(case, "failure", message=xml_text(failure)[:500],
-                                     type=xml_text(kind or ""))
-                node.text = xml_text(failure)
-            if out:
-                ET.SubElement(case, "system-out").text = xml_text(out)
+                node = ET.SubElement(case, "failure", message=xml_text(g.failure)[:500],
+                                     type=xml_text(g.kind))
+                node.text = xml_text(g.failure)
+            if g.note:
+                ET.SubElement(case, "system-out").text = xml_text(g.note)
         suite.set("tests", str(len(cases)))
         suite.set("failures", str(failures))
         suite.set("errors", "0")
         suite.set("time", str(run.manifest.get("duration_s") or 0))
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
-
-
-def _alert_text(a: dict[str, Any]) -> str:
-    hints = a.get("hints") or []
-    if isinstance(hints, str):
-        hints = [hints]
-    text = f"{a.get('severity')}: {a.get('message')}"
-    return text + (" (hint: " + "; ".join(hints) + ")" if hints else "")

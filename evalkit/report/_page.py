@@ -16,6 +16,7 @@ from typing import Any
 from evalkit.judges.llm._progress import spend_text
 from evalkit.report import _charts
 from evalkit.report._data import RunData
+from evalkit.report._gates import exit_status, gates
 
 OPERATIONS = ("task_completion", "cost_per_success", "latency", "edit_rate", "bypass_rate")
 SUFFIXES_AUX = (".raw", ".filter_effect")
@@ -47,9 +48,12 @@ def fmt(v: Any) -> str:
 
 
 def ci_text(lo: Any, hi: Any) -> str:
-    if lo is None or hi is None:
+    """An interval as text; a bound the data cannot reach (null, the row's
+    ``details.ci_open`` says why) is shown open: ``[0.52, open)``."""
+    if lo is None and hi is None:
         return ""
-    return f"[{fmt(lo)}, {fmt(hi)}]"
+    return (f"[{fmt(lo)}" if lo is not None else "(open") + ", " + \
+        (f"{fmt(hi)}]" if hi is not None else "open)")
 
 
 def value_cell(row: dict[str, Any], key: str = "value") -> str:
@@ -139,7 +143,12 @@ def _offline(run: RunData) -> str:
 
 def _overview(run: RunData) -> str:
     m = run.manifest
-    items = [("status", m.get("status")), ("records", fmt(m.get("n_records"))),
+    code, _why = exit_status(run)
+    status = str(m.get("status"))
+    if code:  # the files were written ("ok"), then a gate failed the run
+        status = f"gate failed (exit {code})"
+    items = [("status", status), ("exit status", "—" if code is None else str(code)),
+             ("records", fmt(m.get("n_records"))),
              ("excluded", fmt(m.get("n_excluded"))), ("rejected", fmt(m.get("n_rejects"))),
              ("judgments", fmt(m.get("n_judgments"))),
              ("judge cost", spend_text(m.get("judge_cost_usd"),
@@ -148,6 +157,15 @@ def _overview(run: RunData) -> str:
     cells = "".join(f'<div class="kv"><span>{e(k)}</span><b data-overview="{e(k)}">{e(v)}</b>'
                     f"</div>" for k, v in items)
     return f'<div class="overview">{cells}</div>'
+
+
+def _gates(run: RunData) -> str:
+    code, why = exit_status(run)
+    rows = [f'<tr class="{"fail" if g.failure else "pass"}"><td>{e(g.name)}</td>'
+            f'<td>{"failed" if g.failure else "passed"}</td>'
+            f'<td class="wrap">{e(g.failure or g.note)}</td></tr>' for g in gates(run)]
+    head = (f"<p>exit status {e('unknown' if code is None else code)}: {e(why)}</p>")
+    return head + table(["gate", "result", "detail"], rows, "gates")
 
 
 def _alerts(run: RunData) -> str:
@@ -223,7 +241,8 @@ def _calibration(run: RunData) -> str:
             parts.append(chart(f"reliability:{m['metric']}", _charts.reliability(
                 bins, f"{m['metric']}: ECE {fmt(m['value'])}"),
                 f"{m['details'].get('prob')} against {m['details'].get('correct')}; "
-                f"{m['n_judged']:,} records in {len(bins)} bins ({m['details'].get('binning')})"))
+                f"{m['n_judged']:,} of {m['n_attempted']:,} records usable, in {len(bins)} "
+                f"bins ({m['details'].get('binning')})"))
     return f'<div class="grid">{"".join(parts)}</div>' if parts else ""
 
 
@@ -283,16 +302,27 @@ def _agreement(run: RunData) -> str:
                 m["metric"].endswith(".accuracy") and d.get("confusion"):
             c = d["confusion"]
             body += (f"<h3>{e(m['metric'].rsplit('.', 1)[0])}: {e(d.get('a'))} against "
-                     f"{e(d.get('b'))}</h3>" + table(
+                     f"{e(d.get('b'))} ({e(fmt(m.get('n_judged')))} of "
+                     f"{e(fmt(m.get('n_attempted')))} records both scored)</h3>" + table(
                          ["", "truth positive", "truth negative"],
                          [f"<tr><td>judge positive</td><td class='num'>{e(c.get('tp'))}</td>"
                           f"<td class='num'>{e(c.get('fp'))}</td></tr>",
                           f"<tr><td>judge negative</td><td class='num'>{e(c.get('fn'))}</td>"
                           f"<td class='num'>{e(c.get('tn'))}</td></tr>"]))
+    by_key = _by_key(run.metrics)
     for name, queue in run.review.items():
         rows = queue["rows"]
+        row = by_key.get((name, "all")) or {}
+        used, attempted = row.get("n_judged"), row.get("n_attempted")
         if not rows:
-            body += f"<h3>{e(name)}: no disagreements</h3>"
+            if not used:  # nothing could be compared: not "no disagreements"
+                why = (row.get("details") or {}).get("undefined") or \
+                    "no record has a usable score from both sides"
+                body += (f"<h3>{e(name)}: no record could be compared (0 of "
+                         f"{e(fmt(attempted or 0))}): {e(why)}</h3>")
+            else:
+                body += (f"<h3>{e(name)}: no disagreements among the {e(fmt(used))} of "
+                         f"{e(fmt(attempted))} records both scored</h3>")
             continue
         a_name, b_name = rows[0].get("a_judge") or "a", rows[0].get("b_judge") or "b"
         head = ["record_id", a_name, b_name, "difference", "output", f"{a_name} says",
@@ -307,8 +337,10 @@ def _agreement(run: RunData) -> str:
                "</tr>" for r in rows]
         shown = f"{len(rows):,} of {queue['n']:,}" if len(rows) < queue["n"] else \
             f"all {queue['n']:,}"
-        body += (f"<h3>{e(name)}: review queue ({e(shown)} records, largest difference first; "
-                 f"the whole queue is review/{e(name)}.parquet)</h3>" + table(head, trs))
+        compared = f" of {fmt(used)} compared" if used else ""
+        body += (f"<h3>{e(name)}: review queue ({e(shown)} records{e(compared)}, largest "
+                 f"difference first; the whole queue is review/{e(name)}.parquet)</h3>"
+                 + table(head, trs))
     return body
 
 
@@ -405,6 +437,7 @@ def run_body(run: RunData, k: int) -> str:
     parts = [
         _overview(run),
         _offline(run),
+        section("gates", "Gates the run checked", _gates(run)),
         section("alerts", "Alerts that fired", _alerts(run)),
         section("headline", "Headline numbers", _headline(run),
                 "Filtered values are over the records the filters kept; raw values are over "

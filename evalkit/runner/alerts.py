@@ -97,13 +97,13 @@ def _undeclared(inst: PluginInstance) -> Produces:
                     None if slice_by is None else tuple(slice_by))
 
 
-def check_judge_errors(judgments: dict[str, dict[str, int]],
-                       causes: dict[str, dict[str, int]], budget: float | None) -> None:
-    """Raise :class:`JudgeErrorBudgetExceeded` when a judge's error judgments are more than
-    ``budget`` of the records it judged (``ok`` + ``error``; skipped ones are not judged),
-    naming each such judge with its top error causes."""
+def judge_error_overruns(judgments: dict[str, dict[str, int]],
+                         causes: dict[str, dict[str, int]], budget: float | None) -> list[str]:
+    """Each judge whose error judgments are more than ``budget`` of the records it judged
+    (``ok`` + ``error``), as ``"judge errors/judged (share; top causes: ...)"``: what
+    :func:`check_judge_errors` raises on, and what a report shows for the gate."""
     if budget is None:
-        return
+        return []
     over = []
     for judge, by_status in judgments.items():
         errors = by_status.get("error", 0)
@@ -112,6 +112,15 @@ def check_judge_errors(judgments: dict[str, dict[str, int]],
             top = sorted((causes.get(judge) or {}).items(), key=lambda kv: (-kv[1], kv[0]))
             over.append(f"{judge} {errors}/{judged} ({errors / judged:.0%}; top causes: "
                         + ", ".join(f"{cause} {n}" for cause, n in top[:3]) + ")")
+    return over
+
+
+def check_judge_errors(judgments: dict[str, dict[str, int]],
+                       causes: dict[str, dict[str, int]], budget: float | None) -> None:
+    """Raise :class:`JudgeErrorBudgetExceeded` when a judge's error judgments are more than
+    ``budget`` of the records it judged (``ok`` + ``error``; skipped ones are not judged),
+    naming each such judge with its top error causes."""
+    over = judge_error_overruns(judgments, causes, budget)
     if over:
         raise JudgeErrorBudgetExceeded(
             f"judge errors above runner.max_judge_error_rate={budget:g}: {'; '.join(over)}; "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -80,11 +81,19 @@ def parent_ids(trace_id: Any, span_id: Any) -> tuple[int, int] | None:
     return (tid, sid) if tid and sid else None
 
 
-def _error_type(error: str | None) -> str:
-    """``error.type`` of an errored judgment: the exception or step name before the first
-    colon (``TimeoutError``, ``parse``), else ``_OTHER`` as the conventions ask."""
+_EXCEPTION = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*(Error|Exception|Timeout|Exceeded)")
+
+
+def _error_type(error: str | None, cause: str | None = None) -> str:
+    """``error.type`` of an errored judgment: an error class, never the judge's name (an
+    error text often starts with the judge's or a step's name before a colon). The
+    judgment's ``error_cause`` (``timeout``, ``rate_limited``, ``invalid_answer``, ...) when
+    it has one; else an exception class name that starts the error (``TimeoutError:
+    ...``); else ``_OTHER``, as the conventions ask."""
+    if cause:
+        return str(cause)
     head = (error or "").split(":", 1)[0].strip()
-    return head if head and len(head) <= 64 and " " not in head else "_OTHER"
+    return head if _EXCEPTION.fullmatch(head) and len(head) <= 64 else "_OTHER"
 
 
 def event_attributes(row: dict[str, Any], run_id: str) -> dict[str, Any]:
@@ -100,7 +109,7 @@ def event_attributes(row: dict[str, Any], run_id: str) -> dict[str, Any]:
         attrs["gen_ai.evaluation.score.label"] = str(label)
     explanation = row.get("explanation")
     if status == "error":
-        attrs["error.type"] = _error_type(row.get("error"))
+        attrs["error.type"] = _error_type(row.get("error"), row.get("error_cause"))
         explanation = explanation or row.get("error")
     if explanation:
         attrs["gen_ai.evaluation.explanation"] = str(explanation)[:_EXPLANATION_LIMIT]
@@ -166,7 +175,7 @@ class OtlpSink(Sink):
         try:
             cursor = con.execute(
                 "SELECT j.record_id, j.judge, j.plugin, j.judge_model, j.value, j.label, "
-                "j.passed, j.explanation, j.status, j.error, j.origin, r.trace_id, "
+                "j.passed, j.explanation, j.status, j.error, j.error_cause, j.origin, r.trace_id, "
                 "r.observation_id, r.session_id, r.excluded_by, "
                 "coalesce(json_extract_string(r.metadata, '$.response_id'), "
                 "CASE WHEN r.source IS NOT NULL AND r.trace_id IS NULL "

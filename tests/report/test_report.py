@@ -190,7 +190,8 @@ def test_junit_has_alerts_and_gates_as_test_cases(runs: Runs) -> None:
         in failed.text
     assert cases["02 alert bypass_rate [all] > 0.99"].find("failure") is None
     assert cases["run status"].find("failure") is None
-    assert suite.get("tests") == "3" and suite.get("failures") == "1"
+    # run status, two alert rules and the judge error budget
+    assert suite.get("tests") == "4" and suite.get("failures") == "1"
     run = load_run(runs.signals, Limits(max_records=1))
     run.manifest["config"]["runner"]["fail_on"] = "error"
     gate = {c.get("name"): c for c in ET.fromstring(junit([run])).iter("testcase")}

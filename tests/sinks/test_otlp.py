@@ -217,3 +217,19 @@ def test_importing_evalkit_does_not_import_opentelemetry():
             "print([m for m in sys.modules if m.startswith('opentelemetry')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+@pytest.mark.parametrize(("error", "cause", "expected"), [
+    ("hallucination_llm: unparseable answer after 3 tries", "invalid_answer", "invalid_answer"),
+    ("hallucination_llm: the judge failed", None, "_OTHER"),  # a judge's name is no class
+    ("qag_faithfulness: HTTP 429", "rate_limited", "rate_limited"),
+    ("TimeoutError: no answer in 60 s", None, "TimeoutError"),
+    ("openai.APIConnectionError: refused", None, "openai.APIConnectionError"),
+    (None, None, "_OTHER"),
+])
+def test_error_type_is_an_error_class_never_the_judge(error, cause, expected):
+    from evalkit.sinks.otlp import event_attributes
+
+    row = {"judge": "hallucination_llm", "record_id": "r1", "status": "error",
+           "error": error, "error_cause": cause, "origin": "computed"}
+    assert event_attributes(row, "run")["error.type"] == expected
