@@ -70,7 +70,7 @@ def coverage(y_all: np.ndarray, f_all: np.ndarray, draws: int, share: float,
     covered = {(m, c): 0 for m in ("ppi++", "rogan_gladen", "ipw", "human", "judge")
                for c in CONFIDENCES}
     defined = dict.fromkeys(covered, 0)
-    widths: dict[str, list[float]] = {"ppi++": [], "human": [], "ipw": []}
+    widths: dict[str, list[float]] = {"ppi++": [], "human": []}
     for _ in range(draws):
         idx = np.sort(rng.choice(big_n, n, replace=False))
         mask = np.zeros(big_n, dtype=bool)
@@ -94,10 +94,10 @@ def coverage(y_all: np.ndarray, f_all: np.ndarray, draws: int, share: float,
                     continue
                 defined[(m, c)] += 1
                 covered[(m, c)] += e.low <= truth <= e.high
-            if c == 0.95:
-                for m in widths:
-                    if ests[m].value is not None:
-                        widths[m].append(ests[m].high - ests[m].low)
+            if c == 0.95 and ests["ppi++"].value is not None and \
+                    ests["human"].value is not None:
+                widths["ppi++"].append(ests["ppi++"].high - ests["ppi++"].low)
+                widths["human"].append(ests["human"].high - ests["human"].low)
     corr = float(np.corrcoef(y_all, f_all)[0, 1]) if np.std(f_all) > 0 else 0.0
     return {"truth": truth, "judge_rate": float(f_all.mean()), "correlation": corr, "n": n,
             "N": big_n,

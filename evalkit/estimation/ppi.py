@@ -46,6 +46,12 @@ def ppi_mean(y: np.ndarray, f: np.ndarray, f_u: np.ndarray, confidence: float = 
         return census_mean(y, "ppi++")
     if lam is None:
         lam = ppi_lambda(y, f, f_u)
+    if not np.var(y - lam * f) > 0:
+        # (ppi_py would give an interval of no width: a few labels that all agree are no
+        # evidence that the truth is exactly their value)
+        return Estimate.refused("ppi++", f"the {n} labels leave no spread to estimate the "
+                                "judge's error from (all alike): the interval would have no "
+                                "width; label more records", **details)
     value = float(lam * f_u.mean() + (y - lam * f).mean())
     var = float(np.var(lam * f_u)) / big_n + float(np.var(y - lam * f)) / n
     half = z_value(confidence) * float(np.sqrt(var))

@@ -58,6 +58,11 @@ def test_ppi_refuses_fewer_than_two_labels_and_a_census_is_exact():
     assert est.value == est.low == est.high == pytest.approx(2 / 3)
 
 
+def test_labels_that_all_agree_are_refused_rather_than_a_zero_width_interval():
+    est = ppi_mean(np.ones(5), np.array([1.0, 0, 1, 0, 1]), np.array([0.0, 1, 1, 0]))
+    assert est.value is None and "no spread" in est.undefined
+
+
 def test_a_constant_judge_gives_lambda_zero():
     y = np.array([1.0, 0.0, 1.0, 1.0])
     est = ppi_mean(y, np.ones(4), np.ones(10))

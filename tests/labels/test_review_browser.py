@@ -6,7 +6,6 @@ recomputed from it. Skipped, with the report tests' banner, where no browser is 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,12 +16,13 @@ from evalkit.labels import import_labels
 from evalkit.labels.sampling import draw_sample
 from evalkit.metrics.corrected import CorrectedConfig, CorrectedMetric
 from evalkit.results.writer import run_connection
-from tests.labels.conftest import LabelledRuns
+from tests.labels.conftest import LabelledRuns, write_run
 from tests.report.conftest import REQUIRED, browser_missing, chromium_path
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(browser_missing() is not None and not REQUIRED,
                                  reason=f"BROWSER TESTS SKIPPED: {browser_missing()}")]
+HOSTILE = " </script><img src=x onerror=\"window.pwned=1\"><script>window.pwned=2</script>"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -37,8 +37,10 @@ def test_label_export_import_recompute_in_chromium(labelled_runs: LabelledRuns,
     from evalkit.cli import main
 
     root = tmp_path / "runs"
-    shutil.copytree(labelled_runs.root, root)
-    run_dir = root / "exp" / "run1"
+    ids_all = sorted(labelled_runs.truth)
+    run_dir = write_run(root, "run1", np.array([labelled_runs.truth[r] for r in ids_all]),
+                        np.array([labelled_runs.score[r] for r in ids_all]), ["m"] * len(ids_all),
+                        system=HOSTILE)
     drawn = draw_sample(run_dir, root, "j", 12, "random", seed=9)
     sample_id = drawn.table.column("sample_id")[0].as_py()
     ids = drawn.table.column("record_id").to_pylist()
@@ -46,8 +48,7 @@ def test_label_export_import_recompute_in_chromium(labelled_runs: LabelledRuns,
     with pytest.raises(SystemExit) as done:
         main(["review", sample_id, "--runs-dir", str(root), "--out", str(page_path)])
     assert done.value.code == 0
-    hostile = "</script><img src=x onerror=alert(1)>"
-    assert hostile not in page_path.read_text()  # (data is escaped; the texts are plain here)
+    assert HOSTILE not in page_path.read_text()  # escaped inside the page's JSON
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=FLAGS)
@@ -59,6 +60,8 @@ def test_label_export_import_recompute_in_chromium(labelled_runs: LabelledRuns,
         page.on("request", lambda r: requests.append(r.url))
         page.goto(page_path.resolve().as_uri())
         page.wait_for_selector("body[data-ready='1']")
+        assert page.inner_text("#output").endswith(HOSTILE)  # shown as text, never run
+        assert page.evaluate("() => window.pwned === undefined")
         assert page.is_hidden("#verdict")  # no anchoring: the judge's verdict is hidden
         page.keyboard.press("v")
         assert "judge j: value" in page.inner_text("#verdict")
