@@ -110,8 +110,8 @@ def rate_limit_quotas(headers: Any) -> dict[str, Quota]:
     ``anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}``, and both as litellm
     passes them on (prefixed ``llm_provider-``). A dimension without a readable
     ``remaining`` is left out."""
-    if not headers:
-        return {}
+    if not headers or not any("ratelimit" in str(k).lower() for k in headers.keys()):
+        return {}  # (one pass over a few names: most answers carry none)
     out: dict[str, Quota] = {}
     for dim in ("requests", "tokens"):
         def names(kind: str, dim: str = dim) -> tuple[str, ...]:
