@@ -104,6 +104,21 @@ class AdaptiveLimit:
 
     # --- the caller's side ------------------------------------------------------------
 
+    def try_acquire(self) -> Ticket | None:
+        """The common case without a wait (no coroutine): nothing paces or pauses the
+        endpoint and the window has room. None: ``await acquire()``."""
+        now = time.monotonic()
+        if self.held >= self.window or self.paused_until > now or self.rate is not None \
+                or self.hint is not None or (self.shared is not None
+                                             and now - self._synced >= _SYNC_S):
+            return None
+        self.held += 1
+        self.sent += 1
+        self._tried += 1
+        if self._first_sent > now:
+            self._first_sent = now
+        return Ticket(now, self.sent)
+
     async def acquire(self) -> Ticket:
         """Wait for the endpoint: the end of a pause, a place in the window, a pace slot."""
         while self.held >= self.window:

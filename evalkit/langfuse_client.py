@@ -183,7 +183,7 @@ class LangfuseClient:
             wait: float | None = None
             try:
                 async with self._semaphore:
-                    ticket = await self.limits.acquire()
+                    ticket = self.limits.try_acquire() or await self.limits.acquire()
                     self.stats.requests += 1
                     try:
                         async with self._session.request(method, self.host + path,

@@ -417,7 +417,7 @@ class Engine:
         """One request, let through by the endpoint's adaptive limits and reported back to
         them."""
         limit = self.limit
-        ticket = await limit.acquire()
+        ticket = limit.try_acquire() or await limit.acquire()
         try:
             # both transports enforce the timeout themselves (an outer wait_for costs a task
             # per call, measurable at hundreds of calls per second)
