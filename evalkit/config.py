@@ -100,10 +100,11 @@ class RunConfig:
     source_shard: tuple[int, int] | None = None  # source.shard=i/n: the records of shard i
     sweep: dict[str, Any] | None = None  # in a sweep's job: {'id': sweep id, 'job': n}
     gates: list[Any] = field(default_factory=list)  # GateConfig: checked against runner.baseline
+    generate: PluginInstance | None = None  # shadow evaluation: a candidate side per record
 
 
 _TOP_KEYS = ("experiment", "source", "filters", "judges", "metrics", "runner", "alerts",
-             "sinks", "flag_at", "gates")
+             "sinks", "flag_at", "gates", "generate")
 
 
 def _gates(node: Any) -> list[Any]:
@@ -208,7 +209,7 @@ def _instances(kind: str, node: Any) -> list[PluginInstance]:
 
 
 DEFAULT_FILTER = "pipeline_failure"
-_INSTANCE_GROUPS = ("source", "filters", "judges", "metrics", "sinks", "runner")
+_INSTANCE_GROUPS = ("source", "filters", "judges", "metrics", "sinks", "runner", "generate")
 
 
 def _default_filter(cfg: DictConfig) -> None:
@@ -338,6 +339,8 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
     source = instance("sources", "source", source_node, "source")
     groups = {kind: _instances(kind, cfg.get(kind))
               for kind in ("filters", "judges", "metrics", "sinks")}
+    generate = None if cfg.get("generate") is None else \
+        instance("generators", "generate", cfg.generate, "generate")
     # the manifest (and --cfg job) show every plugin's config with its defaults filled in
     resolved["source"] = {**_filled(source), **({"limit": source_limit}
                                                 if source_limit is not None else {})}
@@ -346,6 +349,8 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
     for kind, instances in groups.items():
         if instances:
             resolved[kind] = {i.name: _filled(i) for i in instances}
+    if generate is not None:
+        resolved["generate"] = _filled(generate)
     resolved["runner"] = dataclasses.asdict(runner)
     resolved["gates"] = [dataclasses.asdict(g) for g in gates]
     return RunConfig(
@@ -362,6 +367,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         source_limit=source_limit,
         source_shard=source_shard,
         gates=gates,
+        generate=generate,
     )
 
 

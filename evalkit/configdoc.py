@@ -130,9 +130,10 @@ def _presets(group: str) -> list[str]:
 
 
 _KIND_TITLES = {"sources": "Sources", "filters": "Filters", "judges": "Judges",
-                "metrics": "Metrics", "sinks": "Sinks"}
+                "metrics": "Metrics", "sinks": "Sinks",
+                "generators": "Generators (generate: shadow evaluation)"}
 _KIND_GROUPS = {"sources": "source", "filters": "filters", "judges": "judges",
-                "metrics": "metrics", "sinks": "sinks"}
+                "metrics": "metrics", "sinks": "sinks", "generators": "generate"}
 
 
 def _shared_bases(configs: dict[str, type]) -> dict[type, list[str]]:

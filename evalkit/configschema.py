@@ -122,6 +122,8 @@ def config_schema() -> dict[str, Any]:
             "defaults": {"type": "array", "description": "Hydra's defaults list"},
             "experiment": {"type": "string", "description": "names the run's directory"},
             "source": {"$ref": "#/$defs/sources.instance"},
+            "generate": {"anyOf": [{"$ref": "#/$defs/generators.instance"},
+                                   {"type": "null"}]},
             "filters": {"$ref": "#/$defs/filters"},
             "judges": {"$ref": "#/$defs/judges"},
             "metrics": {"$ref": "#/$defs/metrics"},

@@ -1,9 +1,10 @@
-"""The public API for plugin authors: the five plugin contracts, what the runner hands a plugin
+"""The public API for plugin authors: the six plugin contracts, what the runner hands a plugin
 and what it expects back, and helpers to build judgments. A plugin imports from here only
 (``from evalkit.plugin import Judge, verdicts``); everything else in evalkit may change.
 
 A plugin is a class registered under an entry point group (``evalkit.sources``,
-``evalkit.filters``, ``evalkit.judges``, ``evalkit.metrics``, ``evalkit.sinks``) that
+``evalkit.filters``, ``evalkit.generators``, ``evalkit.judges``, ``evalkit.metrics``,
+``evalkit.sinks``) that
 subclasses the contract of its kind below and sets ``Config``, a frozen dataclass (one short
 comment per field; the instance's YAML, minus its ``plugin:`` key, is validated against it
 before anything runs, and its ``validate()`` method, if any, raises ``ValueError("key:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JUDGMENTS", "METRICS", "RECORDS", "AsyncJudge", "Call", "ConfigSql", "Filter",
-    "ImportedScores",
+    "Generator", "ImportedScores",
     "Judge", "JudgeResult", "LlmJudge", "LlmJudgeConfig", "Metric", "ParseError", "Produces",
     "Reject", "RunContext", "Sink", "Source", "SourceItem", "accounting",
     "check_plugin", "choice", "conform", "failed", "number", "parse_json_object",
@@ -278,12 +279,40 @@ class Sink(_Plugin):
         raise NotImplementedError
 
 
+class Generator(_Plugin):
+    """Makes a second, candidate output for records (shadow evaluation: the recorded inputs
+    replayed through another model or prompt). The runner calls :meth:`agenerate` once per
+    batch, after the filters, with the records to replay; each candidate becomes a record of
+    its own beside the recorded one (``side='candidate'``, ``record_id`` + ``::candidate``),
+    goes through the same filters and is judged like any record.
+
+    The rows returned: exactly one per record given, with ``record_id`` and ``output`` (the
+    candidate's text, ``None`` when it failed), and when known ``model``, ``latency_s``,
+    ``cost_usd``, ``input_tokens``, ``output_tokens``, ``error`` (why there is no output:
+    the candidate record is then set aside with that reason, never judged) and ``details``
+    (kept in the candidate record's metadata)."""
+
+    async def agenerate(self, records: pa.Table) -> list[dict[str, Any]]:
+        """One candidate per record of ``records`` (every :data:`RECORDS` column)."""
+        raise NotImplementedError
+
+    def estimate(self, records: pa.Table) -> dict[str, Any]:
+        """For a dry run: the ``calls``, ``cached_calls``, ``input_tokens``,
+        ``output_tokens`` and ``cost_usd`` :meth:`agenerate` would spend on ``records``,
+        without calling anything. The default: nothing."""
+        return {"calls": 0, "cached_calls": 0, "input_tokens": 0, "output_tokens": 0,
+                "cost_usd": 0.0}
+
+    def close(self) -> None:
+        """Release what the generator holds (connections); called once after the run."""
+
+
 CONTRACTS: dict[str, type] = {"sources": Source, "filters": Filter, "judges": Judge,
-                              "metrics": Metric, "sinks": Sink}
+                              "metrics": Metric, "sinks": Sink, "generators": Generator}
 """The contract of each plugin kind (entry point group ``evalkit.<kind>``)."""
 
 _METHODS = {"sources": "read", "filters": "mark", "judges": "judge", "metrics": "compute",
-            "sinks": "push"}
+            "sinks": "push", "generators": "agenerate"}
 _FLAGS = {"thread_safe": (bool,), "applies_to_excluded": (bool,),
           "higher_is_better": (bool, type(None))}
 

@@ -16,9 +16,9 @@ from evalkit.errors import PluginError
 
 __all__ = ["KINDS", "PluginEntry", "Registry", "registry"]
 
-KINDS = ("sources", "filters", "judges", "metrics", "sinks")
+KINDS = ("sources", "filters", "judges", "metrics", "sinks", "generators")
 _SINGULAR = {"sources": "source", "filters": "filter", "judges": "judge", "metrics": "metric",
-             "sinks": "sink"}
+             "sinks": "sink", "generators": "generator"}
 _CORE_DIST = "evalkit"
 
 

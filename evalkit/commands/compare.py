@@ -19,8 +19,10 @@ __all__ = ["add_arguments", "compare", "main"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from evalkit.comparison import CORRECTIONS, MAX_BOOT, N_BOOT
 
-    parser.add_argument("run_a", help="the baseline: a run id or a run directory")
-    parser.add_argument("run_b", help="the candidate: a run id or a run directory")
+    parser.add_argument("run_a", help="the baseline: a run id or a run directory; RUN:recorded "
+                        "or RUN:candidate for a side of a shadow run (generate:)")
+    parser.add_argument("run_b", help="the candidate: a run id or a run directory, or a side "
+                        "(RUN:candidate)")
     parser.add_argument("--runs-dir", default="runs", help="where run ids are looked up "
                         "(default: runs)")
     parser.add_argument("--gate", action="append", default=None, metavar="METRIC:±TOL",
@@ -83,20 +85,30 @@ def _gates(args: argparse.Namespace, run_b: Path) -> list[Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    import tempfile
+
     from evalkit.comparison import compare_runs
+    from evalkit.comparison.sides import side_view, split_side
 
     runs_dir = local_runs_dir(args.runs_dir, "compare")
     if args.n_boot < 0 or args.max_boot < 0:
         raise EvalkitError("compare: --n-boot and --max-boot must be 0 or more")
     if not 0.0 < args.confidence < 1.0:
         raise EvalkitError("compare: --confidence must be within (0, 1)")
-    run_a = find_run(args.run_a, runs_dir, "compare", unfinished=True)
-    run_b = find_run(args.run_b, runs_dir, "compare", unfinished=True)
-    result = compare_runs(run_a, run_b, n_boot=args.n_boot,
-                          max_boot=max(args.n_boot, args.max_boot), seed=args.seed,
-                          confidence=args.confidence, only=args.metric,
-                          correction=args.correction, gates=_gates(args, run_b),
-                          runs_dir=runs_dir)
+    (ref_a, side_a), (ref_b, side_b) = split_side(args.run_a), split_side(args.run_b)
+    run_a = find_run(ref_a, runs_dir, "compare", unfinished=True)
+    run_b = find_run(ref_b, runs_dir, "compare", unfinished=True)
+    with tempfile.TemporaryDirectory(prefix="evalkit-sides-") as scratch:
+        # RUN:recorded, RUN:candidate: a side of a shadow run, compared as a run of its own
+        if side_a is not None:
+            run_a = side_view(run_a, side_a, Path(scratch) / "a")
+        if side_b is not None:
+            run_b = side_view(run_b, side_b, Path(scratch) / "b")
+        result = compare_runs(run_a, run_b, n_boot=args.n_boot,
+                              max_boot=max(args.n_boot, args.max_boot), seed=args.seed,
+                              confidence=args.confidence, only=args.metric,
+                              correction=args.correction, gates=_gates(args, run_b),
+                              runs_dir=runs_dir)
     fmt = chosen_format(args.format, args.out)
     human = fmt in ("table", "vertical")
     if args.flips:

@@ -35,6 +35,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("metadata", "string"),
         ("excluded_by", "string"),
         ("exclude_reason", "string"),
+        # shadow evaluation (generate:): 'recorded' or 'candidate'; null in other runs
+        ("side", "string"),
     ],
     "judgments": [
         ("run_id", "string"),

@@ -39,6 +39,7 @@ from evalkit.runner.alerts import (
 )
 from evalkit.runner.baseline import check_baseline, find_baseline
 from evalkit.runner.coalesce import coalesced
+from evalkit.runner.generate import Generating
 from evalkit.runner.hints import unmatched_fields, warn
 from evalkit.runner.judging import JudgeRunner, Judging
 from evalkit.runner.lifecycle import Claim, Staged, claim, run_id_of, stage_remote
@@ -101,7 +102,8 @@ def _versions(rc: RunConfig) -> dict[str, str]:
 
     out = {"evalkit": version("evalkit")}
     reg = registry()
-    for inst in [rc.source, *rc.filters, *rc.judges, *rc.metrics, *rc.sinks]:
+    for inst in [rc.source, *rc.filters, *rc.judges, *rc.metrics, *rc.sinks,
+                 *([rc.generate] if rc.generate is not None else [])]:
         entry = reg.entries(inst.kind)[inst.plugin][0]
         out[entry.distribution] = entry.version
     return out
@@ -160,7 +162,9 @@ def _execute(rc: RunConfig, run_id: str, runs_dir: Path, staged: Staged | None,
                        filters=[(i, _make(i, ctx)) for i in rc.filters],
                        judges=[(i, _make(i, ctx)) for i in rc.judges],
                        metrics=[(i, _make(i, ctx)) for i in rc.metrics],
-                       sinks=[(i, _make(i, ctx)) for i in rc.sinks])
+                       sinks=[(i, _make(i, ctx)) for i in rc.sinks],
+                       generate=None if rc.generate is None else
+                       (rc.generate, _make(rc.generate, ctx)))
     check_metric_references(rc)
     check_alerts(rc.alerts, plugins.metrics)
     run = claim(run_dir, run_id, rc)
@@ -208,6 +212,7 @@ class _Plugins:
     metrics: list[tuple[PluginInstance, Any]]
     sinks: list[tuple[PluginInstance, Any]]
     shard: tuple[int, int] | None = None  # the shard the runner cuts (not the source)
+    generate: tuple[PluginInstance, Any] | None = None  # the candidate side (shadow)
 
 
 def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started: datetime,
@@ -236,6 +241,9 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         staged.publish(run_dir, manifest_only=True)
     point("run_started")
     judging = Judging(judge_runner, writer, source)
+    generating = None if plugins.generate is None else Generating(
+        *plugins.generate, lambda t: apply_filters(t, plugins.filters, timings),
+        rc.runner.dry_run)
     n_excluded: dict[str, int] = {}
     reject_rows: list[dict[str, Any]] = []
     imported: list[pa.Table] = []  # the scores of the next batch's records
@@ -264,6 +272,8 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
                 manifest["warnings"] = unmatched_fields(rc.source, table)
                 warn(manifest["warnings"])
             table = apply_filters(table, plugins.filters, timings)
+            if generating is not None:  # the candidates, beside their recorded records
+                table = generating.extend(table)
             vc = pc.value_counts(one_array(table.column("excluded_by")))
             for count in vc.to_pylist():
                 if count["values"] is not None:
@@ -312,6 +322,8 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         judging.close()
         for _, plugin in plugins.judges:
             plugin.close()
+        if generating is not None:
+            generating.close()
     endpoints: dict[str, dict[str, Any]] = {}
     for _, plugin in plugins.judges:
         endpoints.update(plugin.endpoint_stats())
@@ -346,6 +358,8 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         sources={rc.source.name: source.fingerprint()},
         timings={k: round(v, 4) for k, v in timings.items()},
     )
+    if generating is not None:  # the candidate side: replayed, generated, failed, spend
+        manifest["generate"] = generating.manifest()
     writer.forget_progress()
     writer.write_manifest(manifest)
     if plugins.sinks and not rc.runner.dry_run:

@@ -39,8 +39,8 @@ from evalkit.plugin import (
     conform,
 )
 
-__all__ = ["SAMPLE_JUDGMENTS", "SAMPLE_RECORDS", "SUITES", "FilterSuite", "JudgeSuite",
-           "MetricSuite", "SinkSuite", "SourceSuite", "sample_context"]
+__all__ = ["SAMPLE_JUDGMENTS", "SAMPLE_RECORDS", "SUITES", "FilterSuite", "GeneratorSuite",
+           "JudgeSuite", "MetricSuite", "SinkSuite", "SourceSuite", "sample_context"]
 
 SAMPLE_RECORDS: list[dict[str, Any]] = [
     {"record_id": "ok-1", "model": "m1", "level": "DEFAULT", "input": "What is 2 + 2?",
@@ -372,6 +372,43 @@ class SinkSuite(_Suite):
         return self.plugin("under_test", self.config(tmp_path), None)
 
 
+class GeneratorSuite(_Suite):
+    """A generator returns one candidate per record it is given (its record id, an output
+    that is text or null with an ``error``), whatever the batch holds, and its dry-run
+    estimate counts calls without making any."""
+
+    kind = "generators"
+
+    def _generate(self, generator: Any, table: pa.Table) -> list[dict[str, Any]]:
+        import asyncio
+
+        try:
+            return asyncio.run(generator.agenerate(table))
+        finally:
+            generator.close()
+
+    def test_one_candidate_per_record_given(self, tmp_path: Path) -> None:
+        self._skip_if_it_calls_out()
+        table = _records(self.records)
+        for given in (table, table.slice(1, 2), table.slice(0, 0)):
+            rows = self._generate(self.make(tmp_path), given)
+            ids = given.column("record_id").to_pylist()
+            assert sorted(r["record_id"] for r in rows) == sorted(ids), \
+                f"{self.plugin.__name__} returned candidates for other records than given"
+            for row in rows:
+                output = row.get("output")
+                assert output is None or isinstance(output, str), row
+                assert output is not None or row.get("error"), \
+                    f"a candidate without output must say why (error): {row}"
+
+    def test_estimate_makes_no_call(self, tmp_path: Path) -> None:
+        estimate = self.make(tmp_path).estimate(_records(self.records))
+        assert {"calls", "cost_usd"} <= set(estimate), estimate
+
+    records: ClassVar[list[dict[str, Any]]] = SAMPLE_RECORDS
+
+
 SUITES: dict[str, type] = {"sources": SourceSuite, "filters": FilterSuite,
-                           "judges": JudgeSuite, "metrics": MetricSuite, "sinks": SinkSuite}
+                           "judges": JudgeSuite, "metrics": MetricSuite, "sinks": SinkSuite,
+                           "generators": GeneratorSuite}
 """The suite of each plugin kind."""

@@ -38,6 +38,8 @@ SETTINGS: dict[tuple[str, str], dict[str, Any]] = {
     ("metrics", "ece"): {"correct": "outcome", "correct_map": {"success": 1.0, "failure": 0.0}},
     ("metrics", "mean"): {"judge": "sample"},
     ("metrics", "rate"): {"judge": "sample"},
+    # (offline: a seeded stand-in; tests/generate runs the model calls against a fake server)
+    ("generators", "llm"): {"model": "openai/gpt-4o-mini", "offline": True},
 }
 
 # plugins that need a service the tests have no stand-in for here (their own tests run them
