@@ -33,7 +33,7 @@ def corrected_differences(run_a: Path, run_b: Path, runs_dir: Path,
 
 
 def _side(run_dir: Path, cfg: Any, runs_dir: Path) -> dict[str, Any]:
-    from evalkit.labels.inputs import Scoring, judge_values, load_labels
+    from evalkit.labels.inputs import Scoring, carry_labels, judge_values, load_labels
     from evalkit.metrics._judged import judged_table
     from evalkit.metrics._signals import excluded_mask
     from evalkit.results.writer import run_connection
@@ -46,12 +46,14 @@ def _side(run_dir: Path, cfg: Any, runs_dir: Path) -> dict[str, Any]:
     scoring = Scoring(cfg.threshold, cfg.flag_labels, cfg.flag_at, cfg.human_threshold)
     f = judge_values(table, scoring, excluded_mask(table))
     ids = table.column("record_id").to_pylist()
-    labels, _ = load_labels(cfg.label_judge or cfg.judge, runs_dir, cfg.labels_file)
     run_id = run_dir.name
+    labels, _ = load_labels(cfg.label_judge or cfg.judge, runs_dir, cfg.labels_file)
+    outputs = dict(zip(ids, table.column("output").to_pylist(), strict=True))
+    labels = carry_labels(labels, run_id, lambda wanted: outputs, runs_dir)
     scoped = {r["record_id"] for r in labels.select(["record_id", "run_id"]).to_pylist()
               if r["run_id"] == run_id}
     return {"f": dict(zip(ids, f, strict=True)), "scoring": scoring, "labels": labels,
-            "output": dict(zip(ids, table.column("output").to_pylist(), strict=True)),
+            "output": outputs,
             "scoped": scoped, "run_id": run_id, "cfg": cfg}
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["Scoring", "judge_values", "load_labels"]
+__all__ = ["Scoring", "carry_labels", "judge_values", "load_labels", "outputs_from"]
 
 
 class Scoring:
@@ -89,3 +89,59 @@ def load_labels(judge: str, runs_dir: Path | None, labels_file: str | None
         parts.append(pa.Table.from_pylist(rows, schema=LABELS))
         note["labels_file"] = Path(labels_file).name
     return (pa.concat_tables(parts) if parts else LABELS.empty_table()), note
+
+
+def carry_labels(labels: pa.Table, run_id: str | None,
+                 outputs: Callable[[list[str]], dict[str, Any]],
+                 runs_dir: Path | None) -> pa.Table:
+    """The labels that judge this run's outputs. A label naming another run judged that
+    run's output: it follows its record here when this run's output is the same text (a
+    rerun with another judge, or the same system on the same inputs), and is then marked as
+    this run's; otherwise it is left out. Unscoped labels pass as they are. ``outputs``
+    gives this run's output of the record ids it is asked for."""
+    import pyarrow.compute as pc
+
+    other = labels.filter(pc.and_(pc.is_valid(labels.column("run_id")),
+                                  pc.not_equal(labels.column("run_id"), run_id or "")))
+    if not other.num_rows:
+        return labels
+    keep = labels.filter(pc.or_(pc.is_null(labels.column("run_id")),
+                                pc.equal(labels.column("run_id"), run_id or "")))
+    rows = other.to_pylist()
+    mine = outputs([r["record_id"] for r in rows])
+    carried = []
+    for source_run in sorted({r["run_id"] for r in rows}):
+        theirs = _outputs_of(runs_dir, source_run,
+                             [r["record_id"] for r in rows if r["run_id"] == source_run])
+        for r in rows:
+            if r["run_id"] == source_run and r["record_id"] in mine and \
+                    r["record_id"] in theirs and theirs[r["record_id"]] == mine[r["record_id"]]:
+                carried.append({**r, "run_id": run_id})
+    if not carried:
+        return keep
+    return pa.concat_tables([keep, pa.Table.from_pylist(carried, schema=labels.schema)])
+
+
+def _outputs_of(runs_dir: Path | None, run_id: str, ids: list[str]) -> dict[str, Any]:
+    """``record_id -> output`` of ``ids`` in the finished run ``run_id`` under ``runs_dir``
+    (empty when there is no such run)."""
+    import pyarrow.parquet as pq
+
+    if runs_dir is None:
+        return {}
+    found = sorted(Path(runs_dir).glob(f"*/{run_id}/records.parquet"))
+    if len(found) != 1 or "/" in run_id or run_id in ("", ".", ".."):
+        return {}
+    table = pq.read_table(found[0], columns=["record_id", "output"],
+                          filters=[("record_id", "in", list(set(ids)))])
+    return dict(zip(table.column("record_id").to_pylist(), table.column("output").to_pylist(),
+                    strict=True))
+
+
+def outputs_from(con: Any) -> Callable[[list[str]], dict[str, Any]]:
+    """:func:`carry_labels`'s ``outputs`` over a run connection's ``records``."""
+    def outputs(ids: list[str]) -> dict[str, Any]:
+        rows = con.execute("SELECT record_id, output FROM records WHERE record_id IN "
+                           "(SELECT unnest(?))", [list(set(ids))]).fetchall()
+        return dict(rows)
+    return outputs

@@ -81,7 +81,13 @@ class CorrectedMetric(Metric):
     def compute(self, con: Any) -> list[dict[str, Any]]:
         from evalkit.estimation import slice_estimates
         from evalkit.labels import label_set
-        from evalkit.labels.inputs import Scoring, judge_values, load_labels
+        from evalkit.labels.inputs import (
+            Scoring,
+            carry_labels,
+            judge_values,
+            load_labels,
+            outputs_from,
+        )
 
         cfg = self.config
         table = judged_table(con, cfg.judge, list(dict.fromkeys(["record_id",
@@ -92,6 +98,7 @@ class CorrectedMetric(Metric):
         labels, source_note = load_labels(cfg.label_judge or cfg.judge, self.runs_dir,
                                           cfg.labels_file)
         ids = table.column("record_id").to_pylist()
+        labels = carry_labels(labels, self.run_id, outputs_from(con), self.runs_dir)
         what = (f"share of records judge '{cfg.judge}' would flag by human labels"
                 if scoring.binary else f"mean of judge '{cfg.judge}' values by human labels")
         no_judge = table.column("status").null_count == table.num_rows

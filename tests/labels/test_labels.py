@@ -17,7 +17,7 @@ from evalkit.labels.sampling import draw_sample
 from evalkit.metrics.corrected import CorrectedConfig, CorrectedMetric
 from evalkit.results.query import connect, run_query
 from evalkit.results.writer import run_connection
-from tests.labels.conftest import LabelledRuns
+from tests.labels.conftest import LabelledRuns, write_run
 
 
 @pytest.fixture
@@ -150,20 +150,28 @@ def test_unequal_probability_samples_give_the_ipw_estimate(runs, tmp_path, desig
     assert "simple random" in rows[("c.rogan_gladen", "all")]["details"]["undefined"]
 
 
-def test_a_label_of_another_runs_output_is_left_out(runs, tmp_path):
+def test_a_label_follows_its_record_only_where_the_output_is_the_same(runs, tmp_path):
     rows = [{"record_id": f"r{i:04d}", "judge": "j", "value": runs.truth[f"r{i:04d}"],
              "labeler": "ann", "design": "random", "inclusion_prob": 0.1, "run_id": "run1"}
             for i in range(0, 400, 10)]
     import_labels(_jsonl(tmp_path / "scoped.jsonl", rows), runs.root)
     assert _corrected(runs, threshold=0.5)[("c", "all")]["details"]["n_labelled"] == 40
-    metric = CorrectedMetric("c", CorrectedConfig(judge="j", threshold=0.5),
-                             SimpleNamespace(runs_dir=runs.root, run_id="run2"))
-    con = run_connection(runs.run_dir)
-    try:
-        other = {(r["metric"], r["slice"]): r for r in metric.compute(con)}
-    finally:
-        con.close()
-    assert other[("c", "all")]["value"] is None
+    truth = np.array([runs.truth[r] for r in sorted(runs.truth)])
+    score = np.array([runs.score[r] for r in sorted(runs.score)])
+    # a rerun with the same outputs (another judge, say): the labels follow the records
+    same = write_run(runs.root, "run2", truth, score, ["m"] * 400)
+    # another system: other outputs, which these labels never judged
+    changed = write_run(runs.root, "run3", truth, score, ["m"] * 400, system=" (v2)")
+    for run_dir, n_labelled in ((same, 40), (changed, 0)):
+        metric = CorrectedMetric("c", CorrectedConfig(judge="j", threshold=0.5),
+                                 SimpleNamespace(runs_dir=runs.root, run_id=run_dir.name))
+        con = run_connection(run_dir)
+        try:
+            other = {(r["metric"], r["slice"]): r for r in metric.compute(con)}
+        finally:
+            con.close()
+        assert other[("c", "all")]["details"]["n_labelled"] == n_labelled
+        assert (other[("c", "all")]["value"] is None) == (n_labelled == 0)
     bad = _jsonl(tmp_path / "bad.jsonl", [{**rows[0], "run_id": "run9"}])
     with pytest.raises(LabelError, match="run 'run9' holds no record 'r0000'"):
         import_labels(bad, runs.root)
