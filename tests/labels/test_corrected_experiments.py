@@ -1,6 +1,6 @@
-"""The bundled experiments correct their judges with bundled labels: the corrected rate is in
-the metrics, the summary puts it beside the judge's, an alert can gate on it, and the report
-shows it."""
+"""The judge_agreement experiment corrects its judge with bundled labels: the corrected rate
+is in the metrics, the summary puts it beside the judge's, an alert can gate on it, and the
+report shows it (the audit's correction: tests/runner/test_audit_e2e.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from evalkit.report._data import Limits, load_run
 from evalkit.report._page import _corrected
-from evalkit.runner.summary import corrected_lines
 from tests.conftest import run_cli, run_dirs
 
 pytestmark = pytest.mark.e2e
@@ -40,15 +39,3 @@ def test_judge_agreement_corrects_words_and_an_alert_gates_on_it(tmp_path):
         rows["words_corrected.judge"]["ci_high"]
     html = _corrected(load_run(run_dir, Limits(max_records=10)))
     assert 'data-metric="words_corrected"' in html and "ppi++" in html
-
-
-def test_audit_corrects_the_hallucination_judge(tmp_path):
-    run_cli("run", "+experiment=audit", "runner.summary=false", cwd=tmp_path)
-    (run_dir,) = run_dirs(tmp_path, "audit")
-    rows = _rows(run_dir, "hallucination_corrected")
-    truth = 13 / 44  # genuine completions written to hallucinate (expected_mode)
-    corrected, judge = rows["hallucination_corrected"], rows["hallucination_corrected.judge"]
-    assert corrected["ci_low"] <= truth <= corrected["ci_high"]
-    assert judge["value"] > 0.7 and judge["ci_low"] > truth
-    lines = corrected_lines(pq.read_table(run_dir / "metrics.parquet").to_pylist())
-    assert lines[0].startswith("corrected hallucination_corrected: 0.242")

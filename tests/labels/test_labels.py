@@ -57,6 +57,12 @@ def test_import_appends_and_evalkit_query_shows_the_labels(runs, tmp_path):
     assert rows == [("r0001", 1.0, "ann", "l.jsonl", None), ("r0002", 0.0, "ann", "l.jsonl", None)]
     again = import_labels(path, runs.root)  # the same labels again: nothing new
     assert (again.appended, again.already_present) == (0, 2)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"record_id": ["r0003"], "judge": ["j"], "value": [0.5],
+                             "labeler": ["bob"]}), tmp_path / "l.parquet")
+    assert import_labels(tmp_path / "l.parquet", runs.root).appended == 1
 
 
 def test_import_refuses_each_bad_row_in_one_line_and_appends_nothing(runs, tmp_path):

@@ -150,3 +150,23 @@ def test_fail_on_error_gates_ci(tmp_path):
     proc = evalkit_run(tmp_path, "runner.fail_on=error", "runner.summary=false")
     assert proc.returncode == 3
     assert "alert(s) at or above runner.fail_on=error" in proc.stderr
+
+
+def test_bundled_labels_correct_the_hallucination_rate(rows, run):
+    """20 bundled labels (a random sample of the genuine completions, from the data's
+    expected_mode) correct the imported judge: the corrected interval covers the truth, the
+    judge's own does not."""
+    from evalkit.runner.summary import corrected_lines
+
+    proc, run_dir, metrics = run
+    genuine = [r for r in rows if r["level"] != "ERROR"]
+    truth = sum(r["expected_mode"] in ("fabricated_tool_api", "tool_output_misinterpretation")
+                for r in genuine) / len(genuine)
+    corrected = metrics[("hallucination_corrected", "all")]
+    judge = metrics[("hallucination_corrected.judge", "all")]
+    assert corrected["ci_low"] <= truth <= corrected["ci_high"]
+    assert judge["value"] > 0.7 and judge["ci_low"] > truth
+    assert json.loads(corrected["details"])["n_labelled"] == 20
+    lines = corrected_lines(list(metrics.values()))
+    assert lines[0].startswith("corrected hallucination_corrected: 0.242") and \
+        lines[0] in proc.stdout
