@@ -5,9 +5,13 @@
    with the page's size (target < 10 s);
 2. opening: the page opened from disk in headless Chromium (Debian's `chromium`, driven by
    Playwright) until its script has built the drill-down, then a search over the
-   drill-down's records and a page turn (target: open < 3 s).
+   drill-down's records and a page turn (target: open < 3 s);
+3. with ``--pair N``: instead, the report of two runs of N records (a sweep's two jobs, so
+   compare's paired-bootstrap verdicts are on the page), with and without the verdicts, and
+   where the in-process time goes (target for N = 300: < 3 s).
 
     python bench/bench_report.py [--records N] [--repeat K]
+    python bench/bench_report.py --pair 300 [--repeat K]
 """
 
 from __future__ import annotations
@@ -102,12 +106,71 @@ def opening(page: Path, repeat: int) -> None:
           f"included): best {min(searches):.2f} s")
 
 
+def make_pair(cwd: Path, n: int) -> list[Path]:
+    """Two quickstart runs over the same N records (prompt_echo thresholds 0.5 and 0.8)."""
+    import json
+
+    from evalkit.data import __file__ as data_init
+
+    rows = [json.loads(line) for line in
+            (Path(data_init).parent / "quickstart.jsonl").read_text().splitlines()]
+    data = cwd / f"pair_{n}.jsonl"
+    data.write_text("".join(json.dumps({**rows[i % len(rows)], "id": f"r{i}"}) + "\n"
+                            for i in range(n)))
+    subprocess.run([EVALKIT, "run", "-m", "+experiment=quickstart", f"source.path={data}",
+                    "judges.prompt_echo.threshold=0.5,0.8", "runner.summary=false"],
+                   cwd=cwd, env=ENV, check=True, stdout=subprocess.DEVNULL)
+    return sorted(p.parent for p in cwd.glob("runs/quickstart/*/manifest.json"))
+
+
+def pair(runs: list[Path], repeat: int) -> None:
+    from evalkit import report as report_mod
+    from evalkit.report import write_report
+
+    for n_boot in (200, 0):
+        walls, cpus = [], []
+        for _ in range(repeat):
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            subprocess.run([EVALKIT, "report", *map(str, runs), "--n-boot", str(n_boot)],
+                           env=ENV, check=True, stdout=subprocess.DEVNULL)
+            walls.append(time.perf_counter() - t0)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+        print(f"report of 2 runs, --n-boot {n_boot}: best {min(walls):.2f} s of {repeat} "
+              f"({', '.join(f'{w:.2f}' for w in walls)}; CPU {min(cpus):.2f} s); load "
+              f"average {os.getloadavg()[0]:.1f}" + ("; target < 3 s: " + (
+                  "met" if min(walls) < 3 else "NOT met") if n_boot else ""))
+    spent: dict[str, float] = {}
+    verdicts = report_mod._verdicts
+
+    def timed(*args: object, **kwargs: object) -> object:
+        t0 = time.process_time()
+        try:
+            return verdicts(*args, **kwargs)
+        finally:
+            spent["verdicts"] = time.process_time() - t0
+
+    report_mod._verdicts = timed  # type: ignore[assignment]
+    t0 = time.process_time()
+    write_report(runs, runs[-1] / "bench-report")
+    total = time.process_time() - t0
+    print(f"in-process CPU {total:.2f} s: compare's verdicts {spent['verdicts']:.2f} s, "
+          f"the rest (data, charts, page) {total - spent['verdicts']:.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--run", type=Path, default=None, help="report this run instead")
+    parser.add_argument("--pair", type=int, default=None, metavar="N",
+                        help="time the report of two runs of N records instead")
     args = parser.parse_args()
+    if args.pair:
+        with tempfile.TemporaryDirectory() as tmp:
+            pair(make_pair(Path(tmp), args.pair), args.repeat)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         run = args.run or make_run(Path(tmp), args.records)
         page = generation(run, args.repeat)

@@ -24,6 +24,7 @@ from evalkit.comparison._significance import (
     mde_mcnemar,
     mde_normal,
 )
+from evalkit.comparison._stacked import stackable, stacked_values
 from evalkit.errors import EvalkitError
 
 N_BOOT = 400
@@ -139,7 +140,22 @@ def compare_runs(run_a: Path, run_b: Path, *, n_boot: int = N_BOOT, max_boot: in
             sub_b = {n: mb[n] for n in names if n in todo}
             mine = [k for k in keys if va[k].owner in todo]
             chunk = {k: np.full(count, np.nan) for k in mine}
-            for i, sample in enumerate(samples(shared, count, seed, round_)):
+            # the metrics whose slices stand apart: every resample of a block at once
+            stack = set(stackable(a, sub_a)) & set(stackable(b, sub_b))
+            if stack:
+                xs = stacked_values(a, {n: sub_a[n] for n in stack},
+                                    samples(shared, count, seed, round_), len(shared), count,
+                                    failed)
+                ys = stacked_values(b, {n: sub_b[n] for n in stack},
+                                    samples(shared, count, seed, round_), len(shared), count,
+                                    failed)
+                for k in mine:
+                    if va[k].owner in stack and k in xs and k in ys:
+                        chunk[k] = ys[k] - xs[k]  # NaN where either is undefined
+                sub_a = {n: m for n, m in sub_a.items() if n not in stack}
+                sub_b = {n: m for n, m in sub_b.items() if n not in stack}
+            for i, sample in enumerate(samples(shared, count, seed, round_) if sub_a or sub_b
+                                       else ()):
                 a.use(sample)
                 b.use(sample)
                 sa, sb = values(a, sub_a, failed), values(b, sub_b, failed)
