@@ -3,13 +3,14 @@ by the endpoint's own answers, shared by every caller of the endpoint in the pro
 judge engine, the Langfuse client) and, through a state file, by a sweep's processes.
 
 - **Rate** (calls a second). Unpaced until the endpoint first refuses (429, or an overload:
-  529, a 503 with ``Retry-After``). A refusal sets the rate to what the endpoint accepted over
-  the last second, a little under it, and cuts it again at each refusal of a call sent after
-  the cut (the calls sent before it knew nothing of it). Each success grows the rate again,
-  faster the longer no call was refused, so a limit raised mid-run is found in seconds.
+  529, a 503 with ``Retry-After``). A refusal sets the rate a little under what the endpoint
+  accepted over the last second (never below half the rate it cuts); one cut per round trip
+  (the calls sent within one of the last cut knew nothing of it). Each success grows the rate
+  again: slowly for ``PLATEAU_S`` near the rate refused last, then faster the longer no call
+  was refused, so a limit raised mid-run is found in seconds.
 - **Calls in flight**. A refusal of a call sent with more calls in flight than any accepted
-  call had says the limit is on calls in flight, not on their rate: the window closes to the
-  most ever accepted, and reopens one call a second while none is refused.
+  call had lately says the limit is on calls in flight, not on their rate: the window closes
+  to the most accepted, and reopens one call a second.
 - **Pauses**. A ``Retry-After`` (or ``retry-after-ms``) pauses the whole endpoint, every
   caller, until then; rate-limit headers (``x-ratelimit-remaining-*``, ``-reset-*``, and
   Anthropic's) pause it before it refuses when a quota is spent and pace it at the quota's
