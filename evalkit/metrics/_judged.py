@@ -12,6 +12,7 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.metrics._signals import (
     SliceConfig,
@@ -111,9 +112,7 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
     excluded = excluded_mask(table)
     by_filter_rows = [(f, idx) for f, idx in value_groups(table.column("excluded_by"))
                       if f is not None]
-    undefined = "no scored records in this slice"
-    if table.column("status").null_count == table.num_rows:
-        undefined = f"no judgments from judge '{cfg.judge}' in this run"
+    undefined = undefined_reason(table, cfg.judge)
     rows: list[dict[str, Any]] = []
     for label, idx in index_slices(table, list(cfg.slice_by)):
         filt = mean_row(name, label, idx, values, excluded, cfg, {"what": what},
@@ -159,6 +158,20 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
              "by_filter": by_filter, "n_judged_raw": raw["n_judged"]},
             undefined=f"no raw or no filtered value: {why}"))
     return rows
+
+
+def undefined_reason(table: pa.Table, judge: str) -> str:
+    """Why a statistic of ``judge``'s judgments in ``table`` (a judged table) would have no
+    value: no judgments at all, every judgment an error (say so: a metric of nothing but
+    errors must not read as a metric of nothing), or none scored in the slice."""
+    status = table.column("status")
+    if status.null_count == table.num_rows:
+        return f"no judgments from judge '{judge}' in this run"
+    counts = {row["values"]: row["counts"] for row in pc.value_counts(status).to_pylist()}
+    if not counts.get("ok") and counts.get("error"):
+        return (f"every judgment from judge '{judge}' is an error ({counts['error']}; see "
+                "judgments.error and error_cause)")
+    return "no scored records in this slice"
 
 
 def judged_cursor_group(config: Any) -> tuple[str, ...] | None:

@@ -14,6 +14,7 @@ from evalkit.config import AlertConfig, PluginInstance, RunConfig
 from evalkit.errors import ConfigError, JudgeErrorBudgetExceeded, RunFailed
 from evalkit.plugin import Metric, Produces
 from evalkit.redact import mask
+from evalkit.runner.summary import why_no_value
 
 __all__ = ["evaluate_alerts", "raise_on_fired"]
 
@@ -25,8 +26,9 @@ _SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[str, Any]]:
     """One alert row per (threshold, metric row) that crosses it. An alert the run's rows
     cannot answer (the metric wrote no row by that name, or no row for the slice watched,
-    e.g. ``model=x`` when no record has that model) gives a row at the alert's own severity
-    saying so: a gate that could not check its metric does not pass."""
+    e.g. ``model=x`` when no record has that model, or a row with no value: every judgment
+    it reads is an error, a slice too small) gives a row at the alert's own severity saying
+    so, with the metric's reason: a gate that could not check its metric does not pass."""
     rows = []
     metric_rows = metrics.to_pylist()
     for alert in rc.alerts:
@@ -41,7 +43,16 @@ def evaluate_alerts(rc: RunConfig, metrics: pa.Table, run_id: str) -> list[dict[
                          "this run wrote no such metric row",
                          "hints": [mask(h) for h in alert.hints]})
         for m in watched:
-            if m["value"] is None or not _OPS[alert.operator](m["value"], alert.value):
+            if m["value"] is None or m["value"] != m["value"]:  # null or NaN: not a pass
+                rows.append({"run_id": run_id, "metric": m["metric"], "slice": m["slice"],
+                             "value": None, "operator": alert.operator,
+                             "threshold": alert.value, "severity": alert.severity,
+                             "message": mask(f"alert on '{m['metric']}' [{m['slice']}] cannot "
+                                             "be checked: the metric has no value ("
+                                             f"{why_no_value(m.get('details'))})"),
+                             "hints": [mask(h) for h in alert.hints]})
+                continue
+            if not _OPS[alert.operator](m["value"], alert.value):
                 continue
             msg = alert.message or (f"{m['metric']} [{m['slice']}] = {plain(m['value'])} "
                                     f"{alert.operator} {alert.value:g}")

@@ -92,6 +92,33 @@ def _read_columns(plugins: list[Judge]) -> list[str] | None:
     return [c for c in RECORDS.names if c in wanted]
 
 
+def non_finite_as_errors(table: pa.Table) -> pa.Table:
+    """``table`` (judgments) with every ``ok`` row whose value is NaN or infinite made an
+    error (``error_cause`` ``non_finite``, value and verdict null): whatever a judge
+    computed it from (a logprob, a parsed score, its own arithmetic), such a number is never
+    a score, and a mean or a rate over it would be NaN or quietly wrong."""
+    value = table.column("value")
+    if value.null_count == len(value):
+        return table
+    bad = pc.and_(pc.equal(table.column("status"), "ok"),
+                  pc.invert(pc.is_finite(value)))
+    bad = pc.fill_null(bad, False)
+    if not pc.any(bad).as_py():
+        return table
+    idx = table.schema.get_field_index
+    shown = pc.cast(value, pa.string())
+    message = pc.binary_join_element_wise(
+        "the judge's score is ", shown, ", not a finite number: an error, never a score", "")
+    for name, new in (
+            ("status", pc.if_else(bad, "error", table.column("status"))),
+            ("error", pc.if_else(bad, message, table.column("error"))),
+            ("error_cause", pc.if_else(bad, "non_finite", table.column("error_cause"))),
+            ("value", pc.if_else(bad, pa.scalar(None, pa.float64()), value)),
+            ("passed", pc.if_else(bad, pa.scalar(None, pa.bool_()), table.column("passed")))):
+        table = table.set_column(idx(name), name, new)
+    return table
+
+
 def _error_rows(record_ids: list[str], message: str) -> list[dict[str, Any]]:
     message = mask(message)  # an exception may quote a URL or a key
     return [{"record_id": r, "status": "error", "error": message, "error_cause": "judge_error"}
@@ -177,7 +204,9 @@ class JudgeRunner:
     def _conform(self, inst: PluginInstance, plugin: Judge, result: JudgeResult,
                  data: pa.Table) -> pa.Table:
         fill = self._fill(inst, plugin)
-        return _one_per_record(conform(result, JUDGMENTS, fill), data.column("record_id"), fill)
+        table = _one_per_record(conform(result, JUDGMENTS, fill), data.column("record_id"),
+                                fill)
+        return non_finite_as_errors(table)
 
     def _add_time(self, inst: PluginInstance, t0: float) -> None:
         key = f"judge.{inst.name}"

@@ -41,7 +41,7 @@ from evalkit.runner.baseline import check_baseline, find_baseline
 from evalkit.runner.coalesce import coalesced
 from evalkit.runner.generate import Generating
 from evalkit.runner.hints import unmatched_fields, warn
-from evalkit.runner.judging import JudgeRunner, Judging
+from evalkit.runner.judging import JudgeRunner, Judging, non_finite_as_errors
 from evalkit.runner.lifecycle import Claim, Staged, claim, run_id_of, stage_remote
 from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
@@ -68,8 +68,8 @@ def _imported(scores: ImportedScores, run_id: str) -> pa.Table:
     table = scores.table
     if "run_id" in table.schema.names:
         table = table.drop_columns(["run_id"])
-    return conform(table, JUDGMENTS, {"run_id": run_id, "origin": "imported", "status": "ok",
-                                      "plugin": "imported"})
+    return non_finite_as_errors(conform(table, JUDGMENTS, {
+        "run_id": run_id, "origin": "imported", "status": "ok", "plugin": "imported"}))
 
 
 def apply_filters(table: pa.Table, filters: list[tuple[PluginInstance, Any]],

@@ -54,6 +54,8 @@ class LlmJudgeConfig:
     adaptive: bool = True
     rate_limit_budget_s: float = 600.0  # how long a call asked to slow down (429) retries
     timeout_s: float = 60.0  # per call
+    # a reply larger than this is an error (error_cause too_large), read no further
+    max_response_bytes: int = 8 << 20
     max_retries: int = 4  # retries of 429/5xx/timeouts/connection errors
     backoff_s: float = 1.0  # first backoff; doubles per retry, with jitter
     max_backoff_s: float = 60.0  # longest wait between retries (Retry-After included)
@@ -79,7 +81,7 @@ class LlmJudgeConfig:
         if self.response_format not in RESPONSE_FORMATS:
             raise ValueError(f"response_format: {self.response_format!r} is not one of "
                              f"{', '.join(RESPONSE_FORMATS)}")
-        for key in ("concurrency", "timeout_s"):
+        for key in ("concurrency", "timeout_s", "max_response_bytes"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key}: must be positive, got {getattr(self, key)}")
         for key in ("max_retries", "parse_retries", "rate_limit_budget_s"):
@@ -176,7 +178,8 @@ class LlmJudge(AsyncJudge):
             parse_retries=config.parse_retries, rate_limit_budget_s=config.rate_limit_budget_s,
             cache=response_cache(ctx.cache_dir) if config.cache and not config.offline
             else None,
-            cache_refresh=config.cache_refresh, prices=prices)
+            cache_refresh=config.cache_refresh, prices=prices,
+            max_response_bytes=config.max_response_bytes)
 
     @property
     def engine(self) -> Engine:

@@ -28,6 +28,7 @@ from evalkit.judges.llm._prompt import approx_tokens
 from evalkit.judges.llm._ratelimit import TokenBucket
 from evalkit.judges.llm._sharedlimit import SharedLimits, limits_dir
 from evalkit.judges.llm._transport import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     AiohttpTransport,
     CallError,
     Completion,
@@ -54,7 +55,7 @@ OPTIONAL_PARAMS = (("response_format",), ("logprobs", "top_logprobs"))
 # why a judgment is an error (judgments.error_cause): the call's fault, or the answer's
 ERROR_CAUSES = ("rate_limited", "server_error", "timeout", "connection", "client_error",
                 "bad_response", "empty_answer", "malformed_answer", "invalid_answer",
-                "ambiguous_verdict", "judge_error")
+                "ambiguous_verdict", "judge_error", "too_large", "non_finite")
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class CallPolicy:
     cache: ResponseCache | None = None
     cache_refresh: bool = False
     prices: tuple[float, float] | None = None  # USD per (input, output) token; None: the map
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # a larger reply is an error
 
 
 @dataclass
@@ -421,7 +423,8 @@ class Engine:
         try:
             # both transports enforce the timeout themselves (an outer wait_for costs a task
             # per call, measurable at hundreds of calls per second)
-            completion = await transport.complete(messages, params, policy.timeout_s)
+            completion = await transport.complete(messages, params, policy.timeout_s,
+                                                  policy.max_response_bytes)
         except CallError as exc:
             if exc.slow_down:
                 retry_after = None if exc.retry_after is None else \

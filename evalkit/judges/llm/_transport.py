@@ -28,6 +28,33 @@ from evalkit._http import Quota, rate_limit_quotas, retry_after_seconds
 from evalkit._log import log_level, quiet_litellm
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+DEFAULT_MAX_RESPONSE_BYTES = 8 << 20  # a judge's reply is a few KB; 8 MiB is plenty
+_CHUNK = 64 << 10
+
+
+def too_large(max_bytes: int, where: str) -> CallError:
+    """The error of a reply larger than ``max_bytes``: its own cause, not retried (the same
+    question would get the same answer)."""
+    return CallError(f"the reply from {where} is larger than {max_bytes:,} bytes "
+                     "(max_response_bytes); raise the judge's max_response_bytes if that is "
+                     "expected", retryable=False, cause="too_large")
+
+
+async def _read_capped(resp: Any, max_bytes: int) -> bytes:
+    """The body of ``resp``, read a chunk at a time and never more than ``max_bytes``: a
+    larger one (by its Content-Length or as it streams) is a :class:`CallError` at once, so
+    a huge or endless reply costs at most ``max_bytes`` of memory."""
+    where = f"{resp.url.scheme}://{resp.url.host}:{resp.url.port}"
+    if resp.content_length is not None and resp.content_length > max_bytes:
+        raise too_large(max_bytes, where)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(_CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large(max_bytes, where)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @dataclass
@@ -121,7 +148,8 @@ class AiohttpTransport:
         return self._session
 
     async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any],
-                       timeout: float) -> Completion:
+                       timeout: float, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+                       ) -> Completion:
         import aiohttp
 
         body = json.dumps({"model": self.wire_model, "messages": messages, **params})
@@ -129,7 +157,7 @@ class AiohttpTransport:
         try:
             async with session.post(self.url, data=body, headers=self.headers,
                                     timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                payload = await resp.read()
+                payload = await _read_capped(resp, max_bytes)
                 if resp.status >= 400:
                     text = payload[:300].decode("utf-8", "replace")
                     raise CallError(f"HTTP {resp.status} from {self.shown_url}: {text}",
@@ -234,7 +262,10 @@ class LitellmTransport:
         return params if self._schemas else {**params, "response_format": {"type": "json_object"}}
 
     async def complete(self, messages: list[dict[str, Any]], params: dict[str, Any],
-                       timeout: float) -> Completion:
+                       timeout: float, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+                       ) -> Completion:
+        """(``max_bytes`` is checked on the answer litellm returns: litellm's clients read a
+        reply whole, so the aiohttp transport is the one whose memory the cap bounds.)"""
         litellm = await litellm_module()
         params = self._structured(litellm, params)
         extra: dict[str, Any] = {}
@@ -259,6 +290,8 @@ class LitellmTransport:
         # litellm prices every response already (None for a model missing from its map)
         hidden = getattr(resp, "_hidden_params", None) or {}
         cost = hidden.get("response_cost")
+        if len((choice.message.content or "").encode()) > max_bytes:
+            raise too_large(max_bytes, self.api_base or self.model)
         return Completion(choice.message.content or "", input_tokens, output_tokens,
                           (logprobs or {}).get("content"), cost,
                           rate_limit_quotas(hidden.get("additional_headers")))

@@ -115,7 +115,8 @@ class GEvalConfig(LlmJudgeConfig):
 
 def weighted_score(logprobs: list[dict[str, Any]] | None) -> float | None:
     """The probability-weighted 1-5 score from the log-probabilities of the token holding
-    the ``score`` value, or None when it cannot be found."""
+    the ``score`` value, or None when it cannot be found; a non-finite logprob is a
+    :class:`ParseError` (the answer is an error, never a NaN score)."""
     if not logprobs:
         return None
     seen = ""
@@ -129,7 +130,11 @@ def weighted_score(logprobs: list[dict[str, Any]] | None) -> float | None:
             for alt in token.get("top_logprobs") or [token]:
                 digit = str(alt.get("token", "")).strip()
                 if digit in {"1", "2", "3", "4", "5"}:
-                    probs[int(digit)] += math.exp(float(alt["logprob"]))
+                    logprob = float(alt["logprob"])
+                    if not math.isfinite(logprob):  # NaN, ±Infinity: never a probability
+                        raise ParseError(f"the logprob of score {digit} is {logprob}, not a "
+                                         "finite number")
+                    probs[int(digit)] += math.exp(logprob)
             total = sum(probs.values())
             return sum(s * p for s, p in probs.items()) / total if total else None
         seen += text
