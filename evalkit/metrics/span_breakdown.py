@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.analysis.metadata import metadata_objects
+from evalkit.metrics._intervals import wilson_ci
 from evalkit.metrics._signals import metric_row
 from evalkit.plugin import Metric
 
@@ -85,7 +86,10 @@ class SpanBreakdownMetric(Metric):
             rows.append(metric_row(self.name, label, float(n) if records else None,
                                    (None, None), n, 0, n, 0, details,
                                    "no record of this run carries spans (metadata.spans)"))
+            # a proportion: Wilson's interval, as every proportion evalkit reports
             rows.append(metric_row(f"{self.name}.error_rate", label,
-                                   errors / n if n else None, (None, None), n, 0, n, 0,
-                                   {"errors": errors}, "no spans in this slice"))
+                                   errors / n if n else None,
+                                   wilson_ci(errors, n) if n else (None, None), n, 0, n, 0,
+                                   {"errors": errors, **({"ci_method": "wilson"} if n else {})},
+                                   "no spans in this slice"))
         return rows

@@ -5,6 +5,7 @@ error. Every null says why, and every row's counts add up:
 
 from __future__ import annotations
 
+import json
 import warnings
 from typing import Any
 
@@ -17,14 +18,20 @@ from evalkit.metrics._judged import JudgeMetricConfig
 from evalkit.metrics._outcomes import OutcomeConfig
 from evalkit.metrics._rater_pairs import PairConfig
 from evalkit.metrics.agreement import AgreementMetric
+from evalkit.metrics.citation_precision import CitationPrecisionConfig, CitationPrecisionMetric
 from evalkit.metrics.cost_per_success import CostPerSuccessConfig, CostPerSuccessMetric
 from evalkit.metrics.crosstab import CrosstabConfig, CrosstabMetric
 from evalkit.metrics.distribution import DistributionConfig, DistributionMetric
+from evalkit.metrics.ece import EceConfig, ExpectedCalibrationError
 from evalkit.metrics.judge_validation import JudgeValidationConfig, JudgeValidationMetric
 from evalkit.metrics.latency import LatencyConfig, LatencyMetric
 from evalkit.metrics.mean import MeanMetric
 from evalkit.metrics.rate import RateConfig, RateMetric
+from evalkit.metrics.retrieval import ContextRecallConfig, ContextRecallMetric
+from evalkit.metrics.span_breakdown import SpanBreakdownConfig, SpanBreakdownMetric
 from evalkit.metrics.task_completion import TaskCompletionMetric
+from evalkit.metrics.tool_correctness import ToolCorrectnessConfig, ToolCorrectnessMetric
+from evalkit.metrics.user_actions import EditRateConfig, EditRateMetric
 from tests.metrics.run_tables import by_metric, connect, pairs
 
 
@@ -48,6 +55,15 @@ def every_metric(con: Any) -> list[dict[str, Any]]:
                                  None).compute(con)
     out += TaskCompletionMetric("tc", OutcomeConfig(n_boot=50), None).compute(con)
     out += CostPerSuccessMetric("cps", CostPerSuccessConfig(n_boot=50), None).compute(con)
+    out += EditRateMetric("edit", EditRateConfig(n_boot=50), None).compute(con)
+    out += ToolCorrectnessMetric("tools", ToolCorrectnessConfig(n_boot=50), None).compute(con)
+    out += ExpectedCalibrationError("ece", EceConfig(prob="judge:A", correct="human_label",
+                                                     n_boot=50), None).compute(con)
+    out += CitationPrecisionMetric("cite", CitationPrecisionConfig(support_judge="A",
+                                                                   n_boot=50), None).compute(con)
+    out += ContextRecallMetric("recall", ContextRecallConfig(relevant="judge:A", n_boot=50),
+                               None).compute(con)
+    out += SpanBreakdownMetric("spans", SpanBreakdownConfig(), None).compute(con)
     return out
 
 
@@ -55,7 +71,11 @@ def _run(n: int, excluded: int = 0, status: str = "ok", imported: bool = False):
     rng = np.random.default_rng(n)
     records = [{"record_id": f"r{i:03d}", "model": "ab"[i % 2], "latency_s": 0.1 + i,
                 "cost_usd": 0.01, "outcome": "success" if i % 3 else "failure",
-                "human_label": str(i % 2),
+                "human_label": str(i % 2), "user_action": ["accepted", "edited"][i % 2],
+                "output": f"answer [1] [2] {i}", "context": ["one", "two"],
+                "metadata": json.dumps({
+                    "tool_calls": [{"name": "sh", "ok": bool(i % 4)}],
+                    "spans": [{"type": "llm", "name": "call", "error": i % 5 == 0}]}),
                 "excluded_by": "pipeline_failure" if i < excluded else None}
                for i in range(n)]
     judgments = []
