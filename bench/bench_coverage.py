@@ -129,14 +129,15 @@ def kinds() -> dict[str, Kind]:
         "recall": confusion("recall", SENSITIVITY),
         "accuracy / agreement": confusion("accuracy", PO),
         "citation precision (clustered)": (CITES_SUPPORT, clustered),
-        "mean latency (bootstrap)": (lat_mean, lambda rng, n, b, s: mean_ci(
+        "mean latency (bootstrap-t)": (lat_mean, lambda rng, n, b, s: mean_ci(
             rng.lognormal(0, SIGMA, n), b, s)[:2]),
         "latency p50": quantile(0.5),
         "latency p95": quantile(0.95),
         "latency p99": quantile(0.99),
         "kappa": ((PO - PE) / (1 - PE), kappa),
         "pearson r=0.5": (0.5, pearson),
-        "brier": (brier, calib(2)),
+        "brier (bootstrap-t)": (brier, lambda rng, n, b, s: mean_ci(
+            (lambda p, y: (p - y) ** 2)(*_calibration_sample(rng, n)), b, s)[:2]),
         UNUSED_ECE: (_true_ece(), calib(0)),
         "cost per success": (0.01 * np.exp(0.125) / P_SUCCESS, cost),
     }

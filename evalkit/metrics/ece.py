@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from evalkit.checks import check_flag_at
-from evalkit.metrics._pair_statistics import bootstrap
 from evalkit.metrics._signals import (
     SliceConfig,
     check_spec,
@@ -31,6 +30,7 @@ from evalkit.metrics._signals import (
     parse_spec,
     reasons,
 )
+from evalkit.metrics._stats import mean_ci
 from evalkit.plugin import Metric, Produces
 
 __all__ = [
@@ -194,17 +194,17 @@ class ExpectedCalibrationError(Metric):
             # by sampling noise (at 20 records by twice the population's ECE), so a
             # bootstrap interval around them misses the truth (coverage 1% at 20 records,
             # 59% at 300: bench/bench_coverage.py)
-            cis = [(None, None), (None, None), bootstrap(
-                [pv, yv], {"brier": lambda a, b: calibration(a, b, cfg.n_bins,
-                                                             cfg.binning)[2]},
-                cfg.n_boot, cfg.seed, cfg.confidence)["brier"]]
+            # the Brier score is a mean of (p - y)^2: the studentized bootstrap of a mean
+            brier_lo, brier_hi, brier_method = mean_ci((pv - yv) ** 2, cfg.n_boot, cfg.seed,
+                                                       cfg.confidence)
+            cis = [(None, None), (None, None), (brier_lo, brier_hi)]
             bins = reliability_table(pv, yv, cfg.n_bins, cfg.binning)
             for k, stat in enumerate(("", ".mce", ".brier")):
                 details = {**base, "bins": bins} if stat == "" else base
                 if k < 2 and cfg.n_boot > 0:
                     details = {**details, "ci_open": _NO_INTERVAL}
-                elif cfg.n_boot > 0 and len(use) >= 2:
-                    details = {**details, "ci_method": "bootstrap"}
+                elif brier_method:
+                    details = {**details, "ci_method": brier_method}
                 rows.append(metric_row(self.name + stat, label, values[k], cis[k], **counts,
                                        details=details))
         return rows

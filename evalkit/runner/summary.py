@@ -204,8 +204,10 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         header = ("metric", "slice", "value", "95% CI", "raw", "n/excluded/judged/unscored")
         cells = []
         for r in rows:
-            ci = (f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
-                  if r["ci_low"] is not None else "")
+            # a bound the data cannot reach is open (details.ci_open says why)
+            ci = ("" if r["ci_low"] is None and r["ci_high"] is None else
+                  ("(open" if r["ci_low"] is None else f"[{_num(r['ci_low'])}") + ", "
+                  + ("open)" if r["ci_high"] is None else f"{_num(r['ci_high'])}]"))
             key = (r["metric"], r["slice"])
             counts = "/".join(_num(r[k]) for k in ("n_attempted", "n_excluded", "n_judged",
                                                       "n_unscored"))

@@ -95,16 +95,19 @@ def test_clustered_proportion_is_wilson_at_the_effective_size():
     assert hi == 1.0 and lo == pytest.approx(wilson(12, 12)[0], abs=1e-12)
 
 
-@pytest.mark.parametrize("n", [5, 20, 70, 300, 1000])
+@pytest.mark.parametrize("n", [5, 20, 70, 300, 1000, 6000])
 @pytest.mark.parametrize("q", [0.5, 0.9, 0.95, 0.99])
-def test_quantile_interval_interpolates_between_the_exact_order_statistics(n, q):
+def test_quantile_interval_is_hutsons_fractional_order_statistic(n, q):
     """Each bound lies between scipy's exact (conservative) order statistic and the next one
-    toward the centre, at the point where the binomial tail reaches α/2; an open bound is
-    where scipy has none (NaN), and the other bound then takes the whole α."""
+    toward the centre, at Hutson's fractional rank u where the beta tail reaches α/2
+    (scipy's ``betainc`` and ``brentq`` as oracles); an open bound is where scipy has none
+    (NaN), and the other bound then takes the whole α."""
+    from scipy.optimize import brentq
+    from scipy.special import betainc
+
     x = np.sort(np.random.default_rng(n).lognormal(0, 1, n))
     lo, hi, why = quantile_interval(x, q, 0.95)
     exact = st.quantile_test(x, q=np.median(x), p=q).confidence_interval(0.95)
-    cdf = st.binom(n, q).cdf
     if np.isnan(exact.low) and np.isnan(exact.high):
         assert lo is None and hi is None and "too few" in why
         return
@@ -113,21 +116,38 @@ def test_quantile_interval_interpolates_between_the_exact_order_statistics(n, q)
     if np.isnan(exact.high):
         assert hi is None and "upper bound open" in why
     level = 0.025 if lo is not None and hi is not None else 0.05
+
+    def at(u):
+        k = int(np.floor(u))
+        return x[k - 1] if k >= n else x[k - 1] + (u - k) * (x[k] - x[k - 1])
+
     if lo is not None:
-        k = int(np.flatnonzero(x == (exact.low if level == 0.025 else st.quantile_test(
-            x, q=np.median(x), p=q, alternative="greater").confidence_interval(0.95).low))[0])
+        one_sided = st.quantile_test(x, q=np.median(x), p=q, alternative="greater")
+        k = int(np.flatnonzero(x == (exact.low if level == 0.025 else
+                                     one_sided.confidence_interval(0.95).low))[0])
         assert x[k] <= lo <= x[min(k + 1, n - 1)]
-        if k + 1 < n:
-            lam = (level - cdf(k)) / (cdf(k + 1) - cdf(k))
-            assert lo == pytest.approx(x[k] + lam * (x[k + 1] - x[k]), rel=1e-9)
+        if k + 1 < n and n <= 5000:  # above, linear between whole ranks: the bracket holds
+            u = brentq(lambda u: 1 - betainc(u, n + 1 - u, q) - level, k + 1, k + 2)
+            assert lo == pytest.approx(at(u), rel=1e-9)
     if hi is not None:
-        k = int(np.flatnonzero(x == (exact.high if level == 0.025 else st.quantile_test(
-            x, q=np.median(x), p=q, alternative="less").confidence_interval(0.95).high))[0])
+        one_sided = st.quantile_test(x, q=np.median(x), p=q, alternative="less")
+        k = int(np.flatnonzero(x == (exact.high if level == 0.025 else
+                                     one_sided.confidence_interval(0.95).high))[0])
         assert x[max(k - 1, 0)] <= hi <= x[k]
-        if k > 0:
-            tail_k, tail_prev = 1 - cdf(k), 1 - cdf(k - 1)
-            lam = (level - tail_k) / (tail_prev - tail_k)
-            assert hi == pytest.approx(x[k] - lam * (x[k] - x[k - 1]), rel=1e-9)
+        if k > 0 and n <= 5000:
+            u = brentq(lambda u: betainc(u, n + 1 - u, q) - level, k, k + 1)
+            assert hi == pytest.approx(at(u), rel=1e-9)
+
+
+def test_the_incomplete_beta_matches_scipy():
+    from scipy.special import betainc
+
+    from evalkit.metrics._intervals import _betainc
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        a, b, x = rng.uniform(0.5, 3000), rng.uniform(0.5, 3000), rng.random()
+        assert _betainc(a, b, x) == pytest.approx(betainc(a, b, x), abs=1e-11)
 
 
 def test_latency_percentiles_have_an_interval_at_every_n_and_say_when_a_bound_is_open():
