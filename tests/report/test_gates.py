@@ -85,3 +85,19 @@ def test_an_open_bound_is_shown_open() -> None:
     assert ci_text(None, 3.0) == "(open, 3]"
     assert ci_text(None, None) == ""
     assert json.dumps(ci_text(1, 2)) == '"[1, 2]"'
+
+
+def test_an_unknown_judge_price_is_null_everywhere_never_zero(runs: Runs) -> None:
+    """The llm_judge run's judges use a model with no known price (openai/judge-a): the
+    manifest, the runs view and the report say unknown, never 0 or $0.0000."""
+    import evalkit
+
+    manifest = json.loads((runs.llm_judge / "manifest.json").read_text())
+    assert manifest["judge_calls_unpriced"] > 0
+    assert manifest["judge_cost_usd"] is None
+    con = evalkit.connect(str(runs.root / "runs"))
+    (cost,) = con.execute("SELECT judge_cost_usd FROM runs WHERE run_id = ?",
+                          [manifest["run_id"]]).fetchone()
+    assert cost is None
+    html = (runs.llm_judge / "report.html").read_text()
+    assert 'data-overview="judge cost">unknown<' in html and "$0.0000" not in html
