@@ -243,9 +243,9 @@ _ROLES = (
     _Role("model", ("text",), ("model", "model_name", "model_id", "engine", "deployment",
                                "provider_id"), ("model",),
           avoid=("messages",)),
-    _Role("level", ("text", "bool"),
+    _Role("level", ("text", "bool", "number"),
           ("level", "status", "finish_reason", "stop_reason", "state", "outcome_status",
-           "is_error", "failed"), ("status", "finish", "level")),
+           "is_error", "failed", "status_code", "http_status"), ("status", "finish", "level")),
     _Role("status_message", ("text",),
           ("status_message", "error", "error_message", "exception", "errors"),
           ("error",)),
@@ -335,6 +335,13 @@ def _level_map(st: _Stat, path: str) -> tuple[dict[Any, str] | None, bool, str] 
     """The map from ``path``'s values to levels (ERROR for failures), or ``None`` when the
     values are levels already; ``None`` overall when nothing in them reads as a failure."""
     values = list(st.values)
+    if st.share("number") >= 0.8:  # an HTTP status: 4xx and 5xx are failed calls
+        codes = [_number(v) for v in values]
+        if not all(c is not None and 100 <= c < 600 for c in codes) or \
+                not any(c is not None and c >= 400 for c in codes):
+            return None
+        return ({v: ("ERROR" if (_number(v) or 0) >= 400 else "DEFAULT") for v in values},
+                True, "HTTP status: 4xx/5xx taken as failures")
     if st.share("bool") >= 0.8:
         negated = any(w in ("ok", "success", "succeeded") for s in _words(path) for w in s)
         return ({True: "DEFAULT", False: "ERROR"} if negated else

@@ -137,3 +137,41 @@ SHAPES: dict[str, tuple[str, str, str | None, float | None]] = {
     "qa_csv": ("qa.csv", qa_csv(), "q0", _p50()),
 }
 N_FAILED = sum(_failed(i) for i in range(N))
+
+
+def anthropic_log() -> list[dict[str, Any]]:
+    """Messages API calls as logged: a system prompt apart, content blocks, stop_reason."""
+    return [{"id": f"msg_{i:03d}", "model": MODELS[i % 2],
+             "request": {"system": "Be brief.",
+                         "messages": [{"role": "user", "content": _question(i)}]},
+             "response": None if _failed(i) else {
+                 "content": [{"type": "text", "text": _answer(i)}], "stop_reason": "end_turn",
+                 "usage": {"input_tokens": 30 + i, "output_tokens": 12 + i}},
+             "error": {"type": "overloaded_error"} if _failed(i) else None,
+             "latency_ms": _latency_ms(i)} for i in range(N)]
+
+
+def gateway_log() -> list[dict[str, Any]]:
+    """An LLM gateway's request log: bodies as sent and received, the HTTP status."""
+    return [{"request_id": f"gw-{i}", "request_body": {
+                "model": MODELS[i % 2], "messages": [{"role": "user", "content": _question(i)}]},
+             "response_body": {"error": {"message": "rate limited"}} if _failed(i) else {
+                 "choices": [{"message": {"role": "assistant", "content": _answer(i)}}]},
+             "status": 429 if _failed(i) else 200, "latency": _latency_ms(i), "cost": 0.001,
+             "user_id": f"u{i % 3}"} for i in range(N)]
+
+
+def duration_csv() -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["prompt", "completion", "model", "duration_s", "thumbs_up"])
+    for i in range(N):
+        writer.writerow([_question(i), _answer(i), MODELS[i % 2], _latency_ms(i) / 1000,
+                         str(i % 2 == 0).lower()])
+    return out.getvalue()
+
+
+# shapes no issue showed: checked by the mapping test only
+MORE_SHAPES = {"anthropic": ("anthropic.jsonl", jsonl(anthropic_log())),
+               "gateway": ("gateway.jsonl", jsonl(gateway_log())),
+               "duration_csv": ("durations.csv", duration_csv())}

@@ -14,7 +14,15 @@ import evalkit
 from evalkit.commands import init
 from evalkit.commands.init_mapping import propose, sample_rows
 from evalkit.errors import ConfigError
-from tests.commands.log_shapes import MODELS, N_FAILED, SHAPES, N, issue_chat_log, jsonl
+from tests.commands.log_shapes import (
+    MODELS,
+    MORE_SHAPES,
+    N_FAILED,
+    SHAPES,
+    N,
+    issue_chat_log,
+    jsonl,
+)
 from tests.conftest import run_cli
 
 # shape -> column -> the path init must find (None: must leave the column unmapped)
@@ -42,24 +50,37 @@ EXPECTED = {
                   "input_tokens": "response.tokenUsage.prompt"},
     "qa_csv": {"record_id": "id", "input": "question", "output": "answer",
                "reference": "expected", "latency_s": "latency", "model": "model"},
+    "anthropic": {"record_id": "id", "input": "request.messages",
+                  "output": "response.content.0.text", "model": "model",
+                  "latency_s": "latency_ms", "input_tokens": "response.usage.input_tokens"},
+    "gateway": {"record_id": "request_id", "input": "request_body.messages",
+                "output": "response_body.choices.0.message.content",
+                "model": "request_body.model", "level": "status",
+                "status_message": "response_body.error.message", "latency_s": "latency",
+                "cost_usd": "cost"},
+    "duration_csv": {"record_id": None, "input": "prompt", "output": "completion",
+                     "latency_s": "duration_s", "model": "model", "user_action": None},
 }
+SCALED = ("issue_chat_log", "openai", "promptfoo", "anthropic", "gateway")
 
 
 def _file(tmp_path: Path, shape: str) -> Path:
-    name, text, _, _ = SHAPES[shape]
+    name, text = SHAPES[shape][:2] if shape in SHAPES else MORE_SHAPES[shape]
     path = tmp_path / name
     path.write_text(text)
     return path
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("shape", sorted(EXPECTED))
 def test_init_finds_each_column_at_any_depth(tmp_path, shape):
     found = propose(sample_rows(_file(tmp_path, shape))).proposals
     for column, path in EXPECTED[shape].items():
         assert (found[column].path if column in found else None) == path, column
     assert isinstance(found["output"].example, str)
     scale = found["latency_s"].scale if "latency_s" in found else None
-    assert scale == (0.001 if shape in ("issue_chat_log", "openai", "promptfoo") else None)
+    assert scale == (0.001 if shape in SCALED else None)
+    if shape == "gateway":  # an HTTP status: 4xx and 5xx are failed calls
+        assert found["level"].value_map == {"200": "DEFAULT", "429": "ERROR"}
 
 
 def test_the_proposal_is_printed_with_examples_guesses_and_what_is_unmapped(tmp_path, capsys,
@@ -93,7 +114,7 @@ def test_an_output_that_is_an_object_is_refused(tmp_path):
 
 
 def _check_run(run: evalkit.Run, shape: str) -> None:
-    _, _, first_id, p50 = SHAPES[shape]
+    first_id, p50 = SHAPES[shape][2:] if shape in SHAPES else ("gw-0", SHAPES["openai"][3])
     m = run.manifest
     assert (m["n_records"], m["n_excluded"]) == (N, N_FAILED)
     ids = run.records.column("record_id").to_pylist()
@@ -109,7 +130,8 @@ def _check_run(run: evalkit.Run, shape: str) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("shape", ["openai", "langfuse", "langsmith", "promptfoo", "qa_csv"])
+@pytest.mark.parametrize("shape", ["openai", "langfuse", "langsmith", "promptfoo", "qa_csv",
+                                   "gateway"])
 def test_init_then_one_run_gives_correct_numbers(tmp_path, monkeypatch, shape):
     monkeypatch.chdir(tmp_path)
     name = _file(tmp_path, shape).name
@@ -133,4 +155,7 @@ def test_the_issues_chat_log_from_the_command_line(tmp_path):
     (rate,) = [r["value"] for r in run.metrics.to_pylist()
                if (r["metric"], r["slice"]) == ("edit_rate", "all")]
     assert rate == pytest.approx(edited)
-    assert json.loads(run.records.column("metadata").to_pylist()[0] or "{}") == {}
+    # every key of the row was mapped: none is left over in metadata (which may keep the
+    # message list beside the input text)
+    meta = json.loads(run.records.column("metadata").to_pylist()[0] or "{}")
+    assert not set(meta) & {"id", "request", "response", "meta"}, meta
