@@ -109,7 +109,6 @@ class Run:
 def open_run(ref: str = "latest", runs_dir: str | os.PathLike[str] = "runs") -> Run:
     """A finished run: ``latest`` (the run that finished last), a run id under ``runs_dir``,
     or a run directory."""
-    import json
 
     from evalkit.commands._runs import find_run
     from evalkit.results.storage import is_remote, shown_url
@@ -123,7 +122,9 @@ def open_run(ref: str = "latest", runs_dir: str | os.PathLike[str] = "runs") -> 
     if not Path(ref).is_dir() and not runs.is_dir():
         raise EvalkitError(f"no runs directory at '{runs.resolve()}'")
     run_dir = find_run(ref, runs, "open_run")
-    return Run(run_dir, json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")))
+    from evalkit.results.runfiles import load_manifest
+
+    return Run(run_dir, load_manifest(run_dir))
 
 
 def run(experiment: str | None = None, overrides: list[str] | tuple[str, ...] = (), *,

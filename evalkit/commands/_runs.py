@@ -7,7 +7,8 @@ from pathlib import Path
 
 from evalkit.errors import EvalkitError
 from evalkit.results.names import check_name
-from evalkit.results.runs import FINISHED, read_manifest, writer_gone
+from evalkit.results.runfiles import RunFileError, load_manifest
+from evalkit.results.runs import FINISHED, read_manifest, run_manifests, writer_gone
 from evalkit.results.storage import is_remote, shown_url
 
 
@@ -27,7 +28,8 @@ def find_run(ref: str, runs_dir: Path, command: str, unfinished: bool = False) -
     (``ok``) run unless ``unfinished``. Errors start with ``command`` (``push``,
     ``compare``)."""
     path = Path(ref)
-    if (path / "manifest.json").is_file():
+    manifest = path / "manifest.json"
+    if manifest.exists() or manifest.is_symlink():  # (a FIFO or a device too: refused below)
         return _finished(path, command, unfinished)
     if ref == "latest":
         return latest_run(runs_dir, command)
@@ -39,7 +41,8 @@ def find_run(ref: str, runs_dir: Path, command: str, unfinished: bool = False) -
     # a run id: a name, never a path or a glob pattern
     check_name(ref, command, example="a run id from: evalkit query \"SELECT run_id FROM "
                "runs\", or a run directory")
-    hits = sorted(p.parent for p in runs_dir.glob(f"*/{ref}/manifest.json"))
+    hits = sorted(p.parent for p in runs_dir.glob(f"*/{ref}/manifest.json")
+                  if not p.parent.parent.name.startswith("."))
     if len(hits) == 1:
         return _finished(hits[0], command, unfinished)
     if len(hits) > 1:
@@ -50,13 +53,10 @@ def find_run(ref: str, runs_dir: Path, command: str, unfinished: bool = False) -
 
 def latest_run(runs_dir: Path, command: str) -> Path:
     """The run directory under ``runs_dir`` whose run finished last with status ``ok``."""
-    import json
-
     best: tuple[str, str, Path] | None = None
-    for manifest in runs_dir.glob("*/*/manifest.json"):
-        try:
-            m = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+    for manifest in run_manifests(runs_dir):
+        m = read_manifest(manifest.parent)  # (an odd one: a warning line, left out)
+        if m is None:
             continue
         if m.get("status") == "ok" and m.get("finished_at"):
             key = (str(m["finished_at"]), str(m.get("run_id")), manifest.parent)
@@ -69,7 +69,10 @@ def latest_run(runs_dir: Path, command: str) -> Path:
 
 
 def _finished(run_dir: Path, command: str, unfinished: bool) -> Path:
-    status = (read_manifest(run_dir) or {}).get("status")
+    try:
+        status = load_manifest(run_dir).get("status")
+    except RunFileError as exc:  # the run asked for: its odd manifest is the error
+        raise EvalkitError(f"{command}: {exc}") from None
     if status == "running" and writer_gone(run_dir):
         status = "interrupted"  # killed: its manifest could not say so
     if unfinished or status == FINISHED:
@@ -85,15 +88,10 @@ def _finished(run_dir: Path, command: str, unfinished: bool) -> Path:
 def sweep_runs(sweep_id: str, runs_dir: Path) -> list[Path]:
     """The run directories of the jobs of sweep ``sweep_id`` (the id ``evalkit run -m``
     prints), in job order; empty when no run under ``runs_dir`` belongs to it."""
-    import json
-
     found = []
-    for manifest in runs_dir.glob("*/*/manifest.json"):
-        try:
-            m = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(m, dict) and m.get("sweep_id") == sweep_id:
+    for manifest in run_manifests(runs_dir):
+        m = read_manifest(manifest.parent)
+        if m is not None and m.get("sweep_id") == sweep_id:
             job = m.get("sweep_job")
             found.append((job if isinstance(job, int) else 1 << 30, manifest.parent.name,
                           manifest.parent))
@@ -102,14 +100,12 @@ def sweep_runs(sweep_id: str, runs_dir: Path) -> list[Path]:
 
 def sweep_ids(runs_dir: Path) -> list[str]:
     """Every sweep id under ``runs_dir`` (for completion)."""
-    import json
-
     ids = set()
-    for manifest in runs_dir.glob("*/*/manifest.json"):
+    for manifest in run_manifests(runs_dir):
         try:
-            m = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            m = load_manifest(manifest.parent)
+        except (OSError, RunFileError):  # (completion prints nothing but its words)
             continue
-        if isinstance(m, dict) and isinstance(m.get("sweep_id"), str):
+        if isinstance(m.get("sweep_id"), str):
             ids.add(m["sweep_id"])
     return sorted(ids)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
-import json
 import os
 import shutil
 import sys
 from pathlib import Path
 
+from evalkit._faults import point
 from evalkit.commands._runs import find_run, local_runs_dir
+from evalkit.results.runs import run_manifests
 
 __all__ = ["FINISHED", "add_arguments", "compact_run", "main"]
 
@@ -98,10 +99,9 @@ def _compact_locked(run_dir: Path) -> int | None:
     from evalkit.results.writer import parquet_options
 
     _recover(run_dir)
-    try:
-        status = json.loads((run_dir / "manifest.json").read_text()).get("status")
-    except (OSError, ValueError):
-        return None
+    from evalkit.results.runs import read_manifest
+
+    status = (read_manifest(run_dir) or {}).get("status")  # (odd: a warning line, left)
     parts = sorted((run_dir / "judgments").glob("part-*.parquet"))
     if status not in FINISHED or len(parts) < 2:
         return None
@@ -127,8 +127,10 @@ def _compact_locked(run_dir: Path) -> int | None:
                     group, rows, size = [], 0, 0
             if group:
                 out.write_table(pa.concat_tables(group), row_group_size=max(rows, 1))
+        point("compact_written")
         old = run_dir / f".judgments-old-{os.getpid()}"
         if _exchange(new, run_dir / "judgments"):
+            point("compact_swapped")
             shutil.rmtree(new)  # (now the old parts)
         else:
             os.replace(run_dir / "judgments", old)
@@ -149,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
     if args.runs:
         dirs = [find_run(ref, runs_dir, "compact") for ref in args.runs]
     else:
-        dirs = sorted(p.parent for p in runs_dir.glob("*/*/manifest.json"))
+        dirs = [p.parent for p in run_manifests(runs_dir)]  # (hidden directories are none)
     merged = files = 0
     for run_dir in dirs:
         n = compact_run(run_dir)

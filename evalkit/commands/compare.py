@@ -62,7 +62,6 @@ def compare(run_a: Path, run_b: Path, n_boot: int = 200, seed: int = 0,
 
 
 def _gates(args: argparse.Namespace, run_b: Path) -> list[Any]:
-    import json
 
     from evalkit.comparison import GateConfig, parse_gate
 
@@ -71,7 +70,9 @@ def _gates(args: argparse.Namespace, run_b: Path) -> list[Any]:
             return [parse_gate(g) for g in args.gate]
         except ValueError as exc:
             raise EvalkitError(f"compare: {exc}") from None
-    config = json.loads((run_b / "manifest.json").read_text()).get("config") or {}
+    from evalkit.results.runfiles import load_manifest
+
+    config = load_manifest(run_b).get("config") or {}
     out = []
     for i, spec in enumerate(config.get("gates") or []):
         try:
@@ -98,6 +99,14 @@ def main(args: argparse.Namespace) -> int:
     (ref_a, side_a), (ref_b, side_b) = split_side(args.run_a), split_side(args.run_b)
     run_a = find_run(ref_a, runs_dir, "compare", unfinished=True)
     run_b = find_run(ref_b, runs_dir, "compare", unfinished=True)
+    from evalkit.results.runfiles import RunFileError, check_run_tables, load_manifest
+
+    for run in (run_a, run_b):  # a run's odd file is one line naming it
+        try:
+            load_manifest(run)
+            check_run_tables(run)
+        except RunFileError as exc:
+            raise EvalkitError(f"compare: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="evalkit-sides-") as scratch:
         # RUN:recorded, RUN:candidate: a side of a shadow run, compared as a run of its own
         if side_a is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import json
 import os
 import shutil
 import sys
@@ -138,7 +137,9 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
     from omegaconf import OmegaConf
 
     from evalkit import config as config_mod
+    from evalkit._faults import point
     from evalkit.context import RunContext
+    from evalkit.results.runfiles import RunFileError, check_run_tables, load_manifest
     from evalkit.results.schemas import METRICS, TABLES
     from evalkit.results.writer import RunWriter
     from evalkit.runner.alerts import evaluate_alerts
@@ -146,7 +147,12 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
     from evalkit.runner.metrics import compute_metrics
     from evalkit.runner.run import _make, new_run_id
 
-    manifests = [json.loads((d / "manifest.json").read_text()) for d in dirs]
+    try:
+        manifests = [load_manifest(d) for d in dirs]
+        for d in dirs:
+            check_run_tables(d)
+    except RunFileError as exc:
+        raise ConfigError(f"merge: {exc}") from None
     n = _check(manifests, dirs)
     ordered = _in_shard_order(manifests, dirs)
     manifests, dirs = [m for m, _ in ordered], [d for _, d in ordered]
@@ -161,7 +167,10 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
                             f"merge: {dirs[0] / 'manifest.json'}: experiment",
                             "experiment name", "a shard written by evalkit run")
     final = run_dir_of(runs_dir, experiment, run_id)
-    work = final.parent / f".merge-{run_id}"
+    _refuse_merged_again(final.parent, [str(m.get("run_id")) for m in manifests])
+    # hidden (never read as a run) and named by this process, so a merge killed before its
+    # rename leaves nothing a reader takes, and the next merge clears what it left
+    work = final.parent / f".merge-{run_id}-{os.getpid()}"
     started = datetime.now(timezone.utc)
     writer = RunWriter(work)
     try:
@@ -173,6 +182,7 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
                 writer.add_judgments(_set_run_id(pq.read_table(part), run_id))
             if (d / "rejects.parquet").exists():
                 rejects.append(_set_run_id(pq.read_table(d / "rejects.parquet"), run_id))
+        point("merge_records")
         writer.finish_records()
         ctx = RunContext(run_id=run_id, experiment=experiment, run_dir=work,
                          runs_dir=runs_dir, cache_dir=work / ".cache", dry_run=False)
@@ -208,12 +218,34 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
             "timings": {k: round(v, 4) for k, v in timings.items()},
         })
         shutil.rmtree(work / ".cache", ignore_errors=True)
+        point("merge_written")
         os.replace(work, final)
+        point("merge_renamed")
     except BaseException:
         writer.abort()
         shutil.rmtree(work, ignore_errors=True)
         raise
     return final
+
+
+def _refuse_merged_again(experiment_dir: Path, shard_ids: list[str]) -> None:
+    """Clear what killed merges left (``.merge-*`` of a process that is gone), and refuse to
+    merge shards a finished run already merges: two merged runs of the same shards would
+    count their records twice."""
+    from evalkit.results.runs import pid_gone, read_manifest, run_manifests
+
+    for left in experiment_dir.glob(".merge-*"):
+        pid = left.name.rpartition("-")[2]
+        if pid.isdigit() and pid_gone(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+    for path in run_manifests(experiment_dir.parent):
+        if path.parent.parent != experiment_dir:
+            continue
+        m = read_manifest(path.parent) or {}
+        if m.get("status") == "ok" and sorted(map(str, m.get("merged_from") or [])) == \
+                sorted(shard_ids):
+            raise ConfigError(f"merge: these shards are already merged into {path.parent}; "
+                              "use that run, or delete it to merge them again")
 
 
 @contextlib.contextmanager

@@ -53,6 +53,8 @@ def main(args: argparse.Namespace) -> int:
         try:
             dirs.append(find_run(ref, runs_dir, "report"))
         except EvalkitError:
+            if Path(ref).is_dir():  # a run directory that cannot be read: that is the error
+                raise
             jobs = sweep_runs(ref, runs_dir)  # the id `evalkit run -m` printed
             if not jobs:
                 raise

@@ -10,7 +10,6 @@ versions."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,9 @@ class RunTables:
         from evalkit.results.writer import judgments_view_sql
 
         self.run_dir = run_dir
-        self.manifest = json.loads((run_dir / "manifest.json").read_text())
+        from evalkit.results.runfiles import load_manifest
+
+        self.manifest = load_manifest(run_dir)
         if self.manifest.get("status") != "ok":
             raise EvalkitError(f"compare: run {run_dir} has status "
                                f"'{self.manifest.get('status')}', not ok; compare finished runs")

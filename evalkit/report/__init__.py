@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import EvalkitError
-from evalkit.report._data import Limits, RunData, load_run, read_manifest
+from evalkit.report._data import Limits, RunData, load_run
 
 __all__ = ["Limits", "ReportFiles", "write_index", "write_report"]
 
@@ -90,24 +90,32 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None,
     return files
 
 
+def _usable(con: Any, path: Path, table: str, check: Any, say: Any) -> bool:
+    """Whether ``path`` reads as a ``table`` table; a warning line when not."""
+    problem = check(con, path, table)
+    if problem:
+        say(problem)
+    return problem is None
+
+
 def write_index(runs_dir: Path) -> Path:
     """``RUNS_DIR/index.html``: every run (experiment, time, status, headline metrics,
     alerts), newest first, linking to each run's report where one was written."""
     import duckdb
 
     from evalkit.report._page import e, fmt
+    from evalkit.results.runfiles import check_table, skipped
+    from evalkit.results.runs import read_manifest as checked_manifest
+    from evalkit.results.runs import run_manifests
 
     runs_dir = Path(runs_dir)
-    manifests = sorted(runs_dir.glob("*/*/manifest.json"))
     if not runs_dir.is_dir():
         raise EvalkitError(f"report: no runs directory {runs_dir}")
     entries = []
-    for path in manifests:
-        try:
-            m = read_manifest(path.parent)
-        except EvalkitError:
-            continue
-        entries.append((path.parent, m))
+    for path in run_manifests(runs_dir):  # (an odd manifest: a warning line, left out)
+        m = checked_manifest(path.parent)
+        if m is not None:
+            entries.append((path.parent, m))
     entries.sort(key=lambda x: x[1].get("started_at") or "", reverse=True)
     con = duckdb.connect()
     rows = []
@@ -115,14 +123,18 @@ def write_index(runs_dir: Path) -> Path:
         headline: list[str] = []
         alerts: list[str] = []
         mp, ap = run_dir / "metrics.parquet", run_dir / "alerts.parquet"
-        if mp.exists():
+        # each run's tables checked on their own: an odd one is a warning line, the other
+        # runs are listed
+        ok = {p: (p.exists() or p.is_symlink()) and _usable(con, p, table, check_table, skipped)
+              for p, table in ((mp, "metrics"), (ap, "alerts"))}
+        if ok[mp]:
             for name, value, lo, hi in con.execute(
                     "SELECT metric, value, ci_low, ci_high FROM read_parquet(?) WHERE slice = "
                     "'all' AND NOT regexp_matches(metric, '\\.(raw|filter_effect|n)$') "
                     "AND plugin IS DISTINCT FROM 'crosstab' LIMIT 6", [str(mp)]).fetchall():
                 ci = f" [{fmt(lo)}, {fmt(hi)}]" if lo is not None and hi is not None else ""
                 headline.append(f"{e(name)} <b>{e(fmt(value))}</b>{e(ci)}")
-        if ap.exists():
+        if ok[ap]:
             alerts = [f"<span class='sev-{e(s)}'>{e(s)}</span>: {e(msg)}" for s, msg in
                       con.execute("SELECT severity, message FROM read_parquet(?)",
                                   [str(ap)]).fetchall()]

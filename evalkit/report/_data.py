@@ -78,14 +78,16 @@ class RunData:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "manifest.json"
+    """``run_dir``'s manifest, checked (:mod:`evalkit.results.runfiles`); one line if not."""
+    from evalkit.results.runfiles import RunFileError, load_manifest
+
     try:
-        return json.loads(path.read_text())
+        return load_manifest(run_dir)
     except FileNotFoundError:
         raise EvalkitError(f"report: {run_dir} is not a run directory (no manifest.json)") \
             from None
-    except ValueError as exc:
-        raise EvalkitError(f"report: {path} is not valid JSON ({exc})") from None
+    except RunFileError as exc:
+        raise EvalkitError(f"report: {exc}") from None
 
 
 def _details(text: Any) -> dict[str, Any]:
@@ -110,9 +112,14 @@ def _finite(v: Any) -> float | None:
 
 def load_run(run_dir: Path, limits: Limits) -> RunData:
     """Everything the page shows of one finished (or failed) run."""
+    from evalkit.results.runfiles import RunFileError, check_run_tables
     from evalkit.results.writer import run_connection
 
     manifest = read_manifest(run_dir)
+    try:
+        check_run_tables(run_dir)
+    except RunFileError as exc:
+        raise EvalkitError(f"report: {exc}") from None
     if not (run_dir / "records.parquet").exists():
         raise EvalkitError(f"report: run {run_dir} has no records.parquet (status "
                            f"'{manifest.get('status')}'); report a finished run")

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import QueryError
 from evalkit.results.columns import empty_select_sql, sql_literal
+from evalkit.results.runfiles import check_table, skipped, type_problem
 from evalkit.results.runs import FINISHED, TABLE_FILES, list_runs, table_files
 from evalkit.results.sandbox import (
     READ_TABLE_FUNCTIONS,
@@ -177,17 +178,37 @@ def _create_table_view(con: duckdb.DuckDBPyConnection, name: str,
     for again in (False, True):
         files = table_files(dirs, name)  # type: ignore[arg-type]
         _MADE.setdefault(con, {})[name] = (dirs, root, files)  # type: ignore[assignment]
-        if files:
-            listed = ", ".join(sql_literal(str(p)) for p in files)
-            sql = f"SELECT * FROM read_parquet([{listed}], union_by_name=true)"
-        else:
-            sql = empty_select_sql(name)
         try:
-            _create_view(con, name, sql, root)
-            return
-        except QueryError:  # a file listed was swapped away meanwhile (evalkit compact)
-            if again or table_files(dirs, name) == files:  # type: ignore[arg-type]
+            _union_view(con, name, files, root)
+            if not files or type_problem(con.execute(f"DESCRIBE {name}").fetchall(),
+                                         name) is None:
+                return
+        except QueryError as exc:
+            if "leads outside the runs directory" in str(exc):
                 raise
+            if not again and table_files(dirs, name) != files:  # type: ignore[arg-type]
+                continue  # a file listed was swapped away meanwhile (evalkit compact)
+        # a file that cannot be read with the others (not Parquet, a column of another type):
+        # left out, each in a warning line; the other runs' rows are served
+        good = []
+        for path in files:
+            problem = check_table(con, path, name)  # type: ignore[arg-type]
+            if problem is None:
+                good.append(path)
+            else:
+                skipped(problem)
+        _union_view(con, name, good, root)
+        return
+
+
+def _union_view(con: duckdb.DuckDBPyConnection, name: str, files: list[Path],
+                root: Path) -> None:
+    if files:
+        listed = ", ".join(sql_literal(str(p)) for p in files)
+        sql = f"SELECT * FROM read_parquet([{listed}], union_by_name=true)"
+    else:
+        sql = empty_select_sql(name)
+    _create_view(con, name, sql, root)
 
 
 def _make_pending_views(con: duckdb.DuckDBPyConnection, tree: object) -> None:
@@ -292,7 +313,7 @@ def _create_view(con: duckdb.DuckDBPyConnection, name: str, sql: str, root: Path
     import duckdb
 
     try:
-        con.execute(f"CREATE VIEW {name} AS {sql}")
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     except duckdb.PermissionException as exc:
         where = str(exc).splitlines()[0].partition('"')[2].partition('"')[0] or str(root)
         raise QueryError(f"query: cannot read {where}: it leads outside the runs directory "

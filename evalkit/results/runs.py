@@ -7,13 +7,14 @@ every run; a directory without a manifest is never read."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
+from evalkit.results.runfiles import RunFileError, load_manifest, read_small, regular, skipped
+
 __all__ = ["FINISHED", "LOCK", "STATUSES", "TABLE_FILES", "list_runs", "read_manifest",
-           "pid_gone", "table_files", "writer_gone"]
+           "pid_gone", "run_manifests", "table_files", "writer_gone"]
 
 STATUSES = ("running", "ok", "failed", "interrupted")
 FINISHED = "ok"
@@ -30,19 +31,33 @@ TABLE_FILES = {
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """The run's manifest, or None when it has none (or one that cannot be read)."""
+    """The run's manifest, or None when it has none, or one that cannot be read as a manifest
+    (then a warning line names it: see :mod:`evalkit.results.runfiles`)."""
     try:
-        data = json.loads((run_dir / "manifest.json").read_text())
-    except (OSError, ValueError):
+        return load_manifest(run_dir)
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) else None
+    except RunFileError as exc:
+        skipped(str(exc))
+    except OSError as exc:
+        skipped(f"{run_dir / 'manifest.json'}: {exc.strerror or exc}")
+    return None
+
+
+def run_manifests(root: Path) -> list[Path]:
+    """The ``manifest.json`` of each run directory under ``root``
+    (``<experiment>/<run_id>/``), in path order. A hidden directory (``.merge-*``, a
+    half-written merge; ``.``-anything) is never a run, nor anything in a hidden
+    experiment."""
+    return [p for p in sorted(root.glob("*/*/manifest.json"))
+            if not p.parent.name.startswith(".") and not p.parent.parent.name.startswith(".")]
 
 
 def list_runs(root: Path) -> list[tuple[Path, str | None]]:
     """Each run directory under ``root`` (``<experiment>/<run_id>/``) with a readable
     manifest, and its status."""
     out = []
-    for path in sorted(root.glob("*/*/manifest.json")):
+    for path in run_manifests(root):
         manifest = read_manifest(path.parent)
         if manifest is not None:
             status = manifest.get("status")
@@ -58,10 +73,10 @@ def writer_gone(run_dir: Path) -> bool:
     one that cannot be checked counts as alive: a run is never called dead by mistake, only
     left ``running`` (a reused pid) until it is resumed."""
     try:
-        text = (run_dir / LOCK).read_text().strip()
+        text = read_small(run_dir / LOCK, 64).decode("ascii", "replace").strip()
     except FileNotFoundError:
         return True
-    except OSError:
+    except (OSError, RunFileError):  # (a FIFO or a device is never read: alive, as unsure)
         return False
     return text.isdigit() and pid_gone(int(text))
 
@@ -79,6 +94,16 @@ def pid_gone(pid: int) -> bool:
 
 
 def table_files(dirs: list[Path], table: str) -> list[Path]:
-    """The files holding ``table`` in ``dirs``, in run then part order."""
+    """The files holding ``table`` in ``dirs``, in run then part order: regular files only
+    (a FIFO would block the reader, a device never end); another is left out with a
+    warning line."""
     pattern = TABLE_FILES[table]
-    return [p for d in dirs for p in sorted(d.glob(pattern))]
+    out = []
+    for p in (p for d in dirs for p in sorted(d.glob(pattern))):
+        if regular(p):
+            out.append(p)
+        elif p.exists() or p.is_symlink():
+            from evalkit.results.runfiles import check_table
+
+            skipped(check_table(None, p, table) or f"{p}: not a regular file")
+    return out

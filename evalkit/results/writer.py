@@ -117,11 +117,16 @@ class Progress:
 
     @classmethod
     def read(cls, run_dir: Path) -> Progress:
+        from evalkit.results.runfiles import RunFileError, read_small
+
         progress = cls()
-        try:
-            text = (run_dir / PROGRESS).read_text()
+        try:  # (a regular file of bounded size: a FIFO or a device never blocks a resume)
+            text = read_small(run_dir / PROGRESS, 64 << 20).decode("utf-8", "replace")
         except FileNotFoundError:
             return progress
+        except RunFileError as exc:
+            raise EvalkitError(f"runner.resume: {exc}; remove it to judge the run again "
+                               "from its start") from None
         for line in text.split("\n")[:-1]:  # the last piece is "" or a line cut short
             digest, _, parts = line.partition(" ")
             if not parts.isdigit():

@@ -149,9 +149,12 @@ def test_a_query_reads_only_the_tables_it_names(tmp_path: Path,
     sql = "SELECT judge, value FROM judgments"
     assert evalkit.connect(str(tmp_path / "runs")).sql(sql).fetchall() == [("j", 1.0)]
     assert run_cli("query", sql, "--format", "csv", cwd=tmp_path).stdout == "judge,value\nj,1.0\n"
-    proc = run_cli("query", "SELECT count(*) FROM records", cwd=tmp_path, check=False)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
-    assert "records" in proc.stderr and "records.parquet" in proc.stderr
+    # a table file that is not Parquet is left out of its view in one warning line naming it
+    # (docs/reliability.md, "A runs directory is input"); the other runs are still served
+    proc = run_cli("query", "SELECT count(*) AS n FROM records", "--format", "csv",
+                   cwd=tmp_path, check=False)
+    assert proc.returncode == 0 and proc.stdout == "n\n0\n"
+    assert len(proc.stderr.strip().splitlines()) == 1 and "records.parquet" in proc.stderr
     # a view named in a way the parse tree does not show: every view is made, then the query
     pq.write_table(conform([{"run_id": "r1", "record_id": "a"}], RECORDS),
                    run_dir / "records.parquet")

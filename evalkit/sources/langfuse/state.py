@@ -105,9 +105,12 @@ def last_window_end(runs_dir: Path, experiment: str, identity: str) -> tuple[str
     run counts); None if there is none."""
     best: tuple[str, str] | None = None
     for manifest in (runs_dir / experiment).glob("*/manifest.json"):
-        try:
-            data = json.loads(manifest.read_text())
-        except (OSError, ValueError):
+        from evalkit.results.runs import read_manifest
+
+        if manifest.parent.name.startswith("."):  # (a merge not finished: not a run)
+            continue
+        data = read_manifest(manifest.parent)
+        if data is None:
             continue
         if data.get("status") != "ok" or data.get("dry_run"):
             continue
