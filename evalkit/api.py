@@ -138,6 +138,7 @@ def run(experiment: str | None = None, overrides: list[str] | tuple[str, ...] = 
 
     from evalkit import config as config_mod
     from evalkit.runner.app import register_resolvers
+    from evalkit.runner.conffiles import check_config_dirs, searched_dirs
     from evalkit.runner.pipeline import execute
 
     register_resolvers()
@@ -145,6 +146,7 @@ def run(experiment: str | None = None, overrides: list[str] | tuple[str, ...] = 
     if experiment is not None:
         args.insert(0, f"+experiment={experiment}")
     user_conf = Path(os.environ.get("EVALKIT_USER_CONF", "conf"))
+    check_config_dirs(searched_dirs(args, user_conf))  # sizes and alias expansion bounded
     hydra_args = list(args)
     if user_conf.is_dir():
         hydra_args.append(f"hydra.searchpath=[file://{user_conf.resolve()}]")

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from evalkit.errors import EvalkitError
 from evalkit.redact import hide_secret_overrides, mask
+from evalkit.runner.conffiles import check_config_dirs, searched_dirs
 from evalkit.safetext import visible
 
 __all__ = ["main", "plain_overrides", "register_resolvers", "shell_completion", "with_override"]
@@ -139,6 +140,11 @@ def main(argv: list[str]) -> None:
         print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
         sys.exit(exc.exit_code)
     user_conf = Path(os.environ.get("EVALKIT_USER_CONF", "conf"))
+    try:  # before Hydra reads them: sizes and alias expansion bounded
+        check_config_dirs(searched_dirs(argv, user_conf))
+    except EvalkitError as exc:
+        print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     if user_conf.is_dir() and not any(a.startswith("hydra.searchpath") for a in argv):
         argv = with_override(argv, f"hydra.searchpath=[file://{user_conf.resolve()}]")
     sys.argv = ["evalkit run", *argv]
