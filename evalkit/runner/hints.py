@@ -44,5 +44,7 @@ def unmatched_fields(source: Any, table: pa.Table) -> list[str]:
 
 
 def warn(messages: list[str]) -> None:
+    from evalkit.safetext import visible  # (a message quotes the data's own keys)
+
     for message in messages:
-        print(f"evalkit: warning: {message}", file=sys.stderr)
+        print(f"evalkit: warning: {visible(message)}", file=sys.stderr)

@@ -70,3 +70,28 @@ def test_against_human_labels(tmp_path):
 def test_negative_difference_is_a_config_error():
     with pytest.raises(ValueError, match="difference"):
         DisagreementsConfig(judge_a="A", judge_b="B", difference=-1).validate()
+
+
+def test_the_csv_queue_guards_formulas_unless_told_not_to(tmp_path):
+    """Text a spreadsheet would run (docs/trust.md, "Text from data") gets a leading quote
+    in the CSV queue; the Parquet queue keeps it as it is."""
+    records = [{"record_id": "=HYPERLINK(\"http://x\")", "model": "@SUM(A1)",
+                "input": "+1+1", "output": "-2", "context": ["=cmd|' /C calc'!A0"]}]
+    judgments = [{"record_id": records[0]["record_id"], "judge": j, "value": v,
+                  "explanation": "\tx"} for j, v in (("A", 0.9), ("B", 0.1))]
+    for formulas, where in ((False, "guarded"), (True, "raw")):
+        cfg = DisagreementsConfig(judge_a="A", judge_b="B", n_boot=0, csv_formulas=formulas)
+        metric = DisagreementsMetric("q", cfg, SimpleNamespace(run_dir=tmp_path / where))
+        metric.compute(connect(records, judgments))
+        with open(tmp_path / where / "review" / "q.csv", newline="") as fh:
+            (row,) = list(csv.DictReader(fh))
+        cells = [row[k] for k in ("record_id", "model", "input", "output", "context",
+                                  "a_explanation")]
+        if formulas:
+            assert cells == ['=HYPERLINK("http://x")', "@SUM(A1)", "+1+1", "-2",
+                             "=cmd|' /C calc'!A0", "\tx"]
+        else:
+            assert cells == ['\'=HYPERLINK("http://x")', "'@SUM(A1)", "'+1+1", "-2",
+                             "'=cmd|' /C calc'!A0", "'\tx"]
+    queue = pq.read_table(tmp_path / "guarded" / "review" / "q.parquet").to_pylist()
+    assert queue[0]["model"] == "@SUM(A1)"
