@@ -355,8 +355,8 @@ def _slices(run: RunData, plugins: tuple[str, ...] | None) -> str:
     plugin_of: dict[str, str] = {}
     for m in run.metrics:
         if m["metric"].endswith(SUFFIXES_AUX) or m["metric"].endswith(".n") or \
-                m.get("plugin") in ("crosstab", "agreement", "judge_validation"):
-            continue
+                m.get("plugin") in ("crosstab", "agreement", "judge_validation", "corrected"):
+            continue  # (corrected: every slice is in its own section's table)
         by_metric[m["metric"]].append(m)
         plugin_of[m["metric"]] = m.get("plugin") or ""
     parts = []
