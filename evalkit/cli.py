@@ -86,6 +86,13 @@ def main(argv: list[str] | None = None) -> None:
             from evalkit.errors import disk_error
 
             raise disk_error(name, exc) from exc
+        except Exception as exc:
+            # a file DuckDB or Arrow cannot read (a run's odd table) names itself in its
+            # first line: that line, not a traceback
+            if type(exc).__module__.split(".")[0] not in ("duckdb", "_duckdb", "pyarrow"):
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise EvalkitError(f"{name}: {first}") from exc
     except EvalkitError as exc:
         if os.environ.get("EVALKIT_FULL_ERROR"):
             raise

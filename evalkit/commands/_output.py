@@ -185,6 +185,7 @@ def _write(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
         hidden = len(rows) - len(shown)
         footer = f"{len(rows)} row{'' if len(rows) == 1 else 's'}" + (
             f" ({hidden} not shown; --max-rows N, or --format csv|json)" if hidden else "")
+        note = visible(note) if note else note  # (it may name runs: data)
         out.write(f"{note}\n" if note and not rows else
                   (f"{note}\n" if note else "") + footer + "\n")
 

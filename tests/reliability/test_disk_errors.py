@@ -139,3 +139,27 @@ def test_run_with_its_runs_directory_under_a_file(tmp_path: Path) -> None:
                            f"runner.runs_dir={tmp_path / 'afile' / 'runs'}"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=120)
     _one_line(proc.returncode, proc.stderr, str(tmp_path / "afile"), "Not a directory")
+
+
+def test_a_file_duckdb_or_arrow_cannot_read_is_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import duckdb
+    import pyarrow as pa
+
+    from evalkit.commands import compact
+
+    for exc in (duckdb.IOException("IO Error: File 'runs/x/metrics.parquet' too small to be "
+                                   "a Parquet file\nLINE 1: SELECT ..."),
+                pa.ArrowInvalid("Parquet magic bytes not found in footer of runs/x/a\nmore")):
+        def fail(args: object, exc: Exception = exc) -> int:
+            raise exc
+
+        monkeypatch.setattr(compact, "main", fail)
+        code, err = _cli(["compact", "x"], capsys)
+        _one_line(code, err, "compact: ", str(exc).splitlines()[0])
+    def bug(args: object) -> int:
+        raise KeyError("a bug stays a traceback")
+
+    monkeypatch.setattr(compact, "main", bug)
+    with pytest.raises(KeyError):
+        cli.main(["compact", "x"])
