@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -10,16 +11,22 @@ import pyarrow.compute as pc
 
 from evalkit._arrow import one_array
 from evalkit.metrics._intervals import canonical, quantile_interval, wilson_ci
+from evalkit.results.columns import sql_literal
+from evalkit.results.sandbox import quote_identifier
 from evalkit.results.schemas import RECORDS
 
 SLICEABLE = [f.name for f in RECORDS if not pa.types.is_list(f.type)]
+# a metadata key path: any text but quotes, backslashes and control characters (a slice
+# column becomes a JSON path and a column name in SQL: quoted, but never able to end it)
+_METADATA_KEY = re.compile(r"metadata\.[^\"\\\x00-\x1f\x7f]+")
 
 
 def check_slice_by(slice_by: list[str]) -> None:
     """For a Config's ``validate``: every slice column must be a scalar record column or a
     key of the records' metadata (``metadata.task``, ``metadata.user.tier``)."""
     bad = [c for c in slice_by if c not in SLICEABLE and
-           not (c.startswith("metadata.") and all(c.split(".")[1:]))]
+           not (c.startswith("metadata.") and all(c.split(".")[1:]) and
+                _METADATA_KEY.fullmatch(c))]
     if bad:
         import difflib
 
@@ -37,9 +44,8 @@ def slice_sql(column: str, alias: str | None = None) -> str:
         path = "$" + "".join(f'."{p}"' for p in column.split(".")[1:])
         # metadata that is not JSON (a source may keep plain text) has no keys: null
         return (f"CASE WHEN json_valid({prefix}metadata) THEN json_extract_string("
-                f"{prefix}metadata, '{path.replace(chr(39), chr(39) * 2)}') END"
-                f' AS "{column}"')
-    return f'{prefix}"{column}"'
+                f"{prefix}metadata, {sql_literal(path)}) END AS {quote_identifier(column)}")
+    return f"{prefix}{quote_identifier(column)}"
 
 
 def value_groups(column: pa.ChunkedArray | pa.Array) -> list[tuple[object, np.ndarray]]:

@@ -172,3 +172,24 @@ def test_cfg_job_and_dry_run_execute_nothing(tmp_path: Path) -> None:
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert not (tmp_path / "pwned.csv").exists()
         assert not os.path.exists(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("column", [
+    'metadata.a" FROM records; COPY (SELECT 1) TO \'pwned.csv\'; SELECT 1 AS "b',
+    'metadata.a"b', "metadata.a\\b", "metadata.a\x00b", "metadata.a\nb"])
+def test_a_slice_column_is_a_name_never_sql(column: str, cwd: Path) -> None:
+    from evalkit.metrics.rate import RateConfig
+
+    with pytest.raises(ConfigError, match=r"^metrics\.r\.slice_by: "):
+        validate_dataclass(RateConfig, {"judge": "j", "slice_by": [column]}, "metrics.r",
+                           "metric plugin 'rate'")
+    assert list(cwd.iterdir()) == []
+
+
+def test_a_metadata_key_with_quotes_is_still_sliced(cwd: Path) -> None:
+    from evalkit.metrics._stats import slice_sql
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE records AS SELECT '{\"it''s\": \"x\"}' AS metadata")
+    sql = slice_sql("metadata.it's")
+    assert con.execute(f"SELECT {sql} FROM records").fetchall() == [("x",)]
