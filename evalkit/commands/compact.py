@@ -154,7 +154,15 @@ def main(args: argparse.Namespace) -> int:
         dirs = [p.parent for p in run_manifests(runs_dir)]  # (hidden directories are none)
     merged = files = 0
     for run_dir in dirs:
-        n = compact_run(run_dir)
+        try:
+            n = compact_run(run_dir)
+        except Exception as exc:  # a part Arrow cannot read: that run is left as it is
+            if type(exc).__module__.split(".")[0] != "pyarrow" or args.runs:
+                raise
+            from evalkit.results.runfiles import skipped
+
+            skipped(f"{run_dir}: {(str(exc).strip().splitlines() or [repr(exc)])[0]}")
+            continue
         if n:
             merged += 1
             files += n

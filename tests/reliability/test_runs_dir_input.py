@@ -207,3 +207,15 @@ def test_compact_killed_at_any_step_keeps_every_judgment(shard_runs: Path, point
     for run in _runs(shard_runs):
         assert [p.name for p in (run / "judgments").iterdir()] == ["part-00000.parquet"]
         assert not [p for p in run.iterdir() if p.name.startswith(".judgments-")]
+
+
+def test_compact_leaves_a_run_with_an_odd_part_and_compacts_the_others(
+        shard_runs: Path) -> None:
+    bad, good = _runs(shard_runs)
+    part = sorted((bad / "judgments").glob("part-*.parquet"))[-1]
+    part.write_text("not parquet")
+    proc = _evalkit("compact", "--runs-dir", str(shard_runs), cwd=shard_runs.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("\n") == 1 and str(bad) in proc.stderr
+    assert [p.name for p in (good / "judgments").iterdir()] == ["part-00000.parquet"]
+    assert len(list((bad / "judgments").iterdir())) > 1
