@@ -160,18 +160,23 @@ def test_a_plugins_sql_goes_through_the_same_sandbox(cwd: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_cfg_job_and_dry_run_execute_nothing(tmp_path: Path) -> None:
+def test_cfg_job_and_dry_run_execute_nothing(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import evalkit
     from tests.conftest import run_cli
 
-    for extra in (["--cfg", "job"], ["runner.dry_run=true"]):
-        proc = run_cli("run", "+experiment=quickstart", "+filters.evil.plugin=sql",
-                       f'+filters.evil.where="{ISSUE}"', *extra,
-                       cwd=tmp_path, check=False)
-        assert proc.returncode == 2, proc.stderr
-        assert proc.stderr.startswith("evalkit: error: filters.evil.where: "), proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-        assert not (tmp_path / "pwned.csv").exists()
-        assert not os.path.exists(tmp_path / "runs")
+    proc = run_cli("run", "+experiment=quickstart", "+filters.evil.plugin=sql",
+                   f'+filters.evil.where="{ISSUE}"', "--cfg", "job", cwd=tmp_path,
+                   check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("evalkit: error: filters.evil.where: "), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^filters\.evil\.where: "):
+        evalkit.run("quickstart", ["+filters.evil.plugin=sql",
+                                   f'+filters.evil.where="{ISSUE}"', "runner.dry_run=true"])
+    assert not (tmp_path / "pwned.csv").exists()
+    assert not os.path.exists(tmp_path / "runs")
 
 
 @pytest.mark.parametrize("column", [

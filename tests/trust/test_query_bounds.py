@@ -16,13 +16,11 @@ from tests.filters.conftest import make_batch
 ENDLESS = [
     "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t",
     "SELECT count(*) FROM range(1000000000000)",
-    "SELECT count(*) FROM range(100000) a, range(100000) b, range(100000) c",
 ]
 GREEDY = [
     "SELECT length(string_agg(repeat('x', 1000), ',')) FROM range(10000000)",
     "WITH RECURSIVE t(n, s) AS (SELECT 1, 'x' UNION ALL SELECT n + 1, s || s FROM t "
     "WHERE n < 60) SELECT max(length(s)) FROM t",
-    "SELECT list(range) FROM range(1000000000)",
 ]
 
 
