@@ -53,13 +53,27 @@ def _verdicts(runs: list[RunData], n_boot: int) -> tuple[list[dict[str, Any]], s
     notes = []
     for run in runs[1:]:
         try:
-            rows = compare_runs(runs[0].run_dir, run.run_dir, n_boot=n_boot,
-                                max_boot=n_boot).rows
+            result = compare_runs(runs[0].run_dir, run.run_dir, n_boot=n_boot,
+                                  max_boot=n_boot)
         except EvalkitError as exc:
             notes.append(f"{run.run_id}: {exc}")
             continue
-        out += [{"run": run.run_id, **row} for row in rows]
+        out += [{"run": run.run_id, **row} for row in result.rows]
+        out += [_corrected_verdict(run.run_id, c) for c in result.corrected]
     return out, "; ".join(notes) + (f" ({n_boot} paired resamples each)" if out else "")
+
+
+def _corrected_verdict(run_id: str, c: dict[str, Any]) -> dict[str, Any]:
+    """A ``corrected`` metric's change as a row of the verdicts table: PPI++ on the paired
+    differences (not a tested row: no verdict, not counted among the significant ones)."""
+    from evalkit.report._page import fmt
+
+    judge = f"judge alone {fmt(c['judge_delta'])}"
+    return {"run": run_id, "metric": f"{c['metric']} (corrected, paired PPI++)",
+            "slice": c["slice"], "a": None, "b": None, "delta": c["value"],
+            "ci_low": c["ci_low"], "ci_high": c["ci_high"], "significant": None,
+            "verdict": f"{c.get('n_labelled') or 0} labelled pairs; {judge}",
+            "note": c["undefined"]}
 
 
 def write_report(run_dirs: list[Path], out_dir: Path | None = None,

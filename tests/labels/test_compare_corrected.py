@@ -76,3 +76,18 @@ def test_labels_that_do_not_name_their_run_cannot_pair_different_outputs(tmp_pat
     (row,) = compare_runs(run_a, run_b, n_boot=0).corrected
     assert row["value"] is None and row["n_ambiguous_labels"] == 60
     assert "do not say which run's output" in row["undefined"]
+
+
+def test_the_report_of_two_runs_lists_the_corrected_change(tmp_path):
+    from evalkit.report import _verdicts
+    from evalkit.report._data import Limits, load_run
+
+    root, (run_a, run_b), truths, _ = _runs(tmp_path)
+    picked = sorted(np.random.default_rng(5).choice(300, 60, replace=False).tolist())
+    _label(root, tmp_path, picked, truths, scoped=True)
+    runs = [load_run(d, Limits(max_records=5)) for d in (run_a, run_b)]
+    verdicts, _ = _verdicts(runs, n_boot=2)
+    (row,) = [v for v in verdicts if v["metric"] == "c (corrected, paired PPI++)"]
+    expected = compare_runs(run_a, run_b, n_boot=0).corrected[0]
+    assert row["delta"] == pytest.approx(expected["value"])
+    assert row["verdict"].startswith("60 labelled pairs; judge alone")
