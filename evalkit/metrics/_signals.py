@@ -290,6 +290,9 @@ def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
     lo, hi, method = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
     if method is not None:
         details = {**details, "ci_method": method}
+    elif len(v) and cfg.n_boot > 0:  # a value without an interval says why
+        details = {**details, "ci_open": "one value: no interval of a mean" if len(v) == 1
+                   else "every value is equal: no spread to build an interval from"}
     if include_excluded:
         details = {**details, "n_filtered": int(excluded[idx].sum())}
     return metric_row(metric, label, float(v.mean()) if len(v) else None, (lo, hi),

@@ -166,3 +166,19 @@ def test_a_constant_rater_has_an_undefined_pearson_r_like_scipy(constant):
         row = rows[f"ag.{stat}"]
         assert row["value"] is None and row["ci_low"] is None, stat
         assert "a is constant" in row["details"]["undefined"]
+
+
+def test_a_mean_without_an_interval_says_why():
+    def mean_row(values):
+        records = [{"record_id": f"r{i}"} for i in range(len(values))]
+        judgments = [{"record_id": f"r{i}", "judge": "A", "value": v}
+                     for i, v in enumerate(values)]
+        return by_metric(MeanMetric("m", JudgeMetricConfig(judge="A", raw=False), None)
+                         .compute(connect(records, judgments)))["m"]
+
+    one = mean_row([0.4])
+    assert one["value"] == 0.4 and one["ci_low"] is None
+    assert one["details"]["ci_open"] == "one value: no interval of a mean"
+    same = mean_row([0.4] * 5)
+    assert same["ci_low"] is None and "no spread" in same["details"]["ci_open"]
+    assert mean_row([0.0, 1.0])["details"]["ci_method"] == "wilson"
