@@ -89,7 +89,8 @@ class AdaptiveLimit:
         self._next = 0.0  # pacing: the earliest time the next call may go
         self._cut_at = -math.inf  # the last cut: refusals of calls sent before it are old news
         self._grown_at = 0.0
-        self._window_at = 0.0
+        self._window_at = 0.0  # the window last closed
+        self._widened_at = 0.0  # ... last widened
         self._max_ok_in_flight = 0  # the most calls in flight any accepted call went with
         self._old_peak = 0  # ... in the period before
         self._peak_at = 0.0
@@ -202,9 +203,9 @@ class AdaptiveLimit:
             if self.shared is not None and now - self._synced >= _SYNC_S:
                 self._push(now)
         if self.window < self.ceiling and self.held >= self.window and \
-                now - self._window_at >= _WINDOW_STEP_S:
+                now - max(self._window_at, self._widened_at) >= _WINDOW_STEP_S:
             self.window += 1
-            self._window_at = now
+            self._widened_at = now
             self._wake()
 
     def refused(self, ticket: Ticket, overload: bool, retry_after: float | None,
@@ -233,12 +234,18 @@ class AdaptiveLimit:
                 ticket.sent < max(self._cut_at, self._window_at) + min(self._latency or 0.1, 1.0):
             return
         peak = max(self._max_ok_in_flight, self._old_peak)
-        if self._oks >= 10 and peak < ticket.in_flight:
-            # more in flight than any call the endpoint took lately: a limit on calls in
-            # flight (the rate is left alone: it keeps growing, the window holds it)
-            self.window = max(1, min(self.window, peak))
+        closed = self.window < self.ceiling
+        if (self._oks >= 10 and peak < ticket.in_flight) or \
+                (closed and ticket.in_flight >= self.window):
+            # more in flight than any call the endpoint took lately, or a probe of a wider
+            # window: a limit on calls in flight. The window holds it, not the pace: cuts
+            # made before it was found were its doing too
+            self.window = max(1, min(self.window, peak, ticket.in_flight - 1))
             self._max_ok_in_flight = self._old_peak = self.window
             self._window_at = now
+            accepted = self.accepted_rate(now)
+            if not closed and self.rate is not None and accepted:
+                self.rate = max(self.rate, 2 * accepted)
             return
         self._cut_at = now
         accepted = self.accepted_rate(now)
