@@ -47,6 +47,8 @@ class RunnerConfig:
     # fail the run (exit 4) when a judge's share of error judgments among the records it
     # judged is above this; null: never
     max_judge_error_rate: float | None = 0.1
+    repeats: int = 1  # judge each record this many times (flakiness: the repeatability metric)
+    judge_repeats: dict[str, int] = field(default_factory=dict)  # per judge: {NAME: k}
     # a run id or directory: compare this run with it at the end, print the verdicts, write
     # comparison.parquet and flips.parquet, and exit 5 when a gate (gates:) fails
     baseline: str | None = None
@@ -58,6 +60,10 @@ class RunnerConfig:
             raise ValueError(f"report_n_boot: must be 0 or more, got {self.report_n_boot}")
         if self.max_judge_error_rate is not None:
             check_unit_interval(self.max_judge_error_rate, "max_judge_error_rate")
+        for key, k in [("repeats", self.repeats), *(
+                (f"judge_repeats.{n}", v) for n, v in self.judge_repeats.items())]:
+            if not isinstance(k, int) or k < 1:
+                raise ValueError(f"{key}: must be a whole number of at least 1, got {k!r}")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ class RunTables:
         records = str(run_dir / "records.parquet").replace("'", "''")
         self.con.execute(f"CREATE TABLE base_records AS SELECT * FROM read_parquet('{records}')")
         self.con.execute(f"CREATE TABLE base_judgments AS {judgments_view_sql(run_dir)}")
+        self.con.execute("CREATE TABLE base_repeats AS "
+                         f"{judgments_view_sql(run_dir, 'repeat')}")
         self.ids = {r for (r,) in self.con.execute(
             "SELECT record_id FROM base_records").fetchall()}
         if len(self.ids) < 50_000:
@@ -76,8 +78,9 @@ class RunTables:
         return out
 
     def use(self, sample: Any) -> None:
-        """Make the tables ``records``, ``judgments`` and the view ``included`` hold the
-        records of ``sample`` (a table of record_id, copy), each copy under its own id.
+        """Make the tables ``records``, ``judgments``, ``repeats`` and the view ``included``
+        hold the records of ``sample`` (a table of record_id, copy), each copy under its own
+        id.
         Raises when the catalog versions of the tables did not all change: a cache keyed by
         them could then hand this resample a table computed from another."""
         from evalkit.metrics._judged import table_versions
@@ -92,6 +95,10 @@ class RunTables:
         self.con.execute(
             "CREATE OR REPLACE TABLE judgments AS SELECT j.* REPLACE "
             "(j.record_id || '#' || s.copy AS record_id) FROM base_judgments j "
+            "JOIN sample s USING (record_id)")
+        self.con.execute(
+            "CREATE OR REPLACE TABLE repeats AS SELECT j.* REPLACE "
+            "(j.record_id || '#' || s.copy AS record_id) FROM base_repeats j "
             "JOIN sample s USING (record_id)")
         self.con.execute("CREATE OR REPLACE VIEW included AS "
                          "SELECT * FROM records WHERE excluded_by IS NULL")

@@ -60,6 +60,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("output_tokens", "int64"),
         ("cost_usd", "float64"),
         ("details", "string"),
+        ("repeat", "int32"),
     ],
     "metrics": [
         ("run_id", "string"),
@@ -94,6 +95,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("reason", "string"),
         ("raw", "string"),
     ],
+    # the extra judgments of runner.repeats (repeat 1 .. k-1; repeat 0 is in judgments)
+    "repeats": [],
     # human labels, kept for the whole runs directory (runs/_labels/): they follow records
     # across runs by record_id (evalkit.labels)
     "labels": [
@@ -112,6 +115,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("imported_at", "timestamp"),
     ],
 }
+
+COLUMNS["repeats"] = COLUMNS["judgments"]
 
 _DUCKDB = {
     "string": "VARCHAR",

@@ -24,6 +24,7 @@ LOCK = ".lock"  # held (flock) by the process writing the run; holds its pid
 TABLE_FILES = {
     "records": "records.parquet",
     "judgments": "judgments/part-*.parquet",
+    "repeats": "judgments/repeat-*.parquet",
     "metrics": "metrics.parquet",
     "alerts": "alerts.parquet",
     "rejects": "rejects.parquet",

@@ -181,8 +181,11 @@ class RunWriter:
         # judge -> error cause (judgments.error_cause; "other" when a judge gave none) -> count
         self.error_causes: dict[str, dict[str, int]] = {}
         self.judgments_cached: dict[str, int] = {}  # judge -> judgments served by the cache
+        self.n_repeats = 0  # extra judgments of runner.repeats
+        self._batch_repeats = 0  # repeat parts written for the batch being judged
         self._progress = progress or Progress()
         self.kept_batches = len(self._progress.batches)
+        self._batches_done = self.kept_batches
         for k in range(self._progress.parts):
             self._add_kept(self.judgments_dir / f"part-{k:05d}.parquet")
 
@@ -203,6 +206,8 @@ class RunWriter:
 
     def end_batch(self, ids: pa.ChunkedArray) -> None:
         """Note that the batch of records ``ids`` has all its judgment parts written."""
+        self._batches_done += 1
+        self._batch_repeats = 0
         line = f"{ids_digest(ids)} {self._parts}\n"
         with writing(self.run_dir / PROGRESS), open(self.run_dir / PROGRESS, "a") as f:
             f.write(line)
@@ -227,6 +232,20 @@ class RunWriter:
         self.n_judgments += table.num_rows
         self._count(table)
         point("judgment_part")
+
+    def add_repeats(self, table: pa.Table) -> None:
+        """Write the extra judgments of ``runner.repeats`` (``repeat`` ≥ 1) of the batch being
+        judged as ``judgments/repeat-BBBBB-SSS.parquet``, B the batch, S the part within it:
+        a resumed run judging the batch again writes the same names over them. They stay
+        out of the ``judgments`` table and of the manifest's counts."""
+        if not table.num_rows:
+            return
+        name = f"repeat-{self._batches_done:05d}-{self._batch_repeats:03d}.parquet"
+        path = self.judgments_dir / name
+        with writing(path):
+            write_parquet(table, path)
+        self._batch_repeats += 1
+        self.n_repeats += table.num_rows
 
     def _count(self, table: pa.Table) -> None:
         """Add ``table``'s judgments to :attr:`judgment_stats` (what the manifest and the
@@ -315,9 +334,10 @@ class RunWriter:
             self._records_tmp.unlink()
 
 
-def judgments_view_sql(run_dir: Path) -> str:
-    """SQL reading a run's judgment parts (or an empty judgments table when there are none)."""
-    parts = sorted((run_dir / "judgments").glob("part-*.parquet"))
+def judgments_view_sql(run_dir: Path, prefix: str = "part") -> str:
+    """SQL reading a run's judgment parts (or an empty judgments table when there are none);
+    ``prefix`` ``repeat``: the extra judgments of ``runner.repeats`` instead."""
+    parts = sorted((run_dir / "judgments").glob(f"{prefix}-*.parquet"))
     if not parts:
         return empty_select_sql("judgments")
     files = ", ".join(sql_literal(str(p)) for p in parts)
@@ -337,5 +357,6 @@ def run_connection(run_dir: Path) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.execute(f"CREATE VIEW records AS {records_view_sql(run_dir)}")
     con.execute(f"CREATE VIEW judgments AS {judgments_view_sql(run_dir)}")
+    con.execute(f"CREATE VIEW repeats AS {judgments_view_sql(run_dir, 'repeat')}")
     con.execute("CREATE VIEW included AS SELECT * FROM records WHERE excluded_by IS NULL")
     return con

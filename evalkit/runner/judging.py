@@ -125,22 +125,43 @@ def _error_rows(record_ids: list[str], message: str) -> list[dict[str, Any]]:
             for r in record_ids]
 
 
+def repeats_of(rc: Any, judges: list[tuple[PluginInstance, Judge]]) -> dict[str, int]:
+    """How many times each judge judges a record: ``runner.judge_repeats`` for the judges it
+    names, else ``runner.repeats``. A name that is not a judge of the run is an error."""
+    names = [inst.name for inst, _ in judges]
+    unknown = [n for n in rc.runner.judge_repeats if n not in names]
+    if unknown:
+        raise EvalkitError(f"runner.judge_repeats: {unknown} are not judges of this run; "
+                           f"judges: {', '.join(names) or 'none'}")
+    return {n: int(rc.runner.judge_repeats.get(n, rc.runner.repeats)) for n in names}
+
+
+def _for_repeat(plugin: Judge, repeat: int) -> Judge:
+    """The judge as it judges repeat ``repeat``: a judge with ``for_repeat`` (the LLM
+    judges: the response cache keys each repeat apart, so a repeat is a new call) gives a
+    copy; any other judge is itself (a deterministic judge repeats its verdict)."""
+    make = getattr(plugin, "for_repeat", None)
+    return make(repeat) if make is not None and repeat else plugin
+
+
 class JudgeRunner:
-    """Runs every configured judge over a batch and conforms what they return."""
+    """Runs every configured judge over a batch (``repeats[name]`` times) and conforms what
+    they return."""
 
     def __init__(self, judges: list[tuple[PluginInstance, Judge]], run_id: str,
-                 dry_run: bool) -> None:
+                 dry_run: bool, repeats: dict[str, int] | None = None) -> None:
         self.judges = judges
         self.run_id = run_id
         self.dry_run = dry_run
+        self.repeats = repeats or {}
         self.timings: dict[str, float] = {}
         self.estimates: dict[str, dict[str, float]] = {}
         self.columns = _read_columns([plugin for _, plugin in judges])
 
-    def _fill(self, inst: PluginInstance, plugin: Judge) -> dict[str, Any]:
+    def _fill(self, inst: PluginInstance, plugin: Judge, repeat: int = 0) -> dict[str, Any]:
         return {"run_id": self.run_id, "judge": inst.name, "plugin": inst.plugin,
                 "origin": "computed", "judge_model": plugin.judge_model,
-                "attempts": 1}
+                "attempts": 1, "repeat": repeat}
 
     def _inputs(self, plugin: Judge, records: pa.Table, included: pa.Table) -> pa.Table:
         return records if plugin.applies_to_excluded else included
@@ -156,38 +177,44 @@ class JudgeRunner:
         excluded = records.select(["record_id", "excluded_by", "exclude_reason"]).filter(
             pc.is_valid(marked))
         skipped: dict[str, pa.Table] = {}
-        judged: dict[str, pa.Table] = {}
-        pending: list[tuple[PluginInstance, Judge, pa.Table]] = []
-        for inst, plugin in self.judges:
-            data = self._inputs(plugin, readable, included)
-            if not plugin.applies_to_excluded and excluded.num_rows:
-                skipped[inst.name] = self._skipped(inst, plugin, excluded)
-            if self.dry_run:
-                self._estimate(inst, plugin, data)
-                continue
-            if isinstance(plugin, AsyncJudge):
-                pending.append((inst, plugin, data))
-                continue
-            t0 = time.perf_counter()
-            try:
-                result = plugin.judge(data) if data.num_rows else []
-            except EvalkitError:
-                raise
-            except Exception as exc:  # a judge bug costs this batch's scores, not the run
-                result = _error_rows(data.column("record_id").to_pylist(),
-                                     f"{type(exc).__name__}: {exc}")
-            self._add_time(inst, t0)
-            judged[inst.name] = self._conform(inst, plugin, result, data)
+        judged: dict[tuple[str, int], pa.Table] = {}
+        pending: list[tuple[PluginInstance, Judge, pa.Table, int]] = []
+        for inst, first in self.judges:
+            data = self._inputs(first, readable, included)
+            if not first.applies_to_excluded and excluded.num_rows:
+                skipped[inst.name] = self._skipped(inst, first, excluded)
+            for repeat in range(self.repeats.get(inst.name, 1)):
+                plugin = _for_repeat(first, repeat)
+                if self.dry_run:
+                    self._estimate(inst, plugin, data)
+                    continue
+                if isinstance(plugin, AsyncJudge):
+                    pending.append((inst, plugin, data, repeat))
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    result = plugin.judge(data) if data.num_rows else []
+                except EvalkitError:
+                    raise
+                except Exception as exc:  # a judge bug costs this batch's scores, not the run
+                    result = _error_rows(data.column("record_id").to_pylist(),
+                                         f"{type(exc).__name__}: {exc}")
+                self._add_time(inst, t0)
+                judged[(inst.name, repeat)] = self._conform(inst, plugin, result, data, repeat)
         if pending:
-            judged.update(zip([inst.name for inst, _, _ in pending],
+            judged.update(zip([(inst.name, r) for inst, _, _, r in pending],
                               asyncio.run(self._run_async(pending)), strict=True))
         order = _RecordOrder(marked, included.column("record_id"))
+        # repeat 0 in judgments/part-*; the other repeats (judged records only) after them
         return [part for inst, _ in self.judges
-                for part in order.parts(skipped.get(inst.name), judged.get(inst.name))]
+                for part in order.parts(skipped.get(inst.name), judged.get((inst.name, 0)))] + \
+            [judged[(inst.name, r)] for inst, _ in self.judges
+             for r in range(1, self.repeats.get(inst.name, 1)) if (inst.name, r) in judged]
 
-    async def _run_async(self, pending: list[tuple[PluginInstance, Judge, pa.Table]]
+    async def _run_async(self, pending: list[tuple[PluginInstance, Judge, pa.Table, int]]
                          ) -> list[pa.Table]:
-        async def one(inst: PluginInstance, plugin: Judge, data: pa.Table) -> pa.Table:
+        async def one(inst: PluginInstance, plugin: Judge, data: pa.Table,
+                      repeat: int) -> pa.Table:
             t0 = time.perf_counter()
             try:
                 result = await plugin.ajudge(data) if data.num_rows else []
@@ -197,13 +224,13 @@ class JudgeRunner:
                 result = _error_rows(data.column("record_id").to_pylist(),
                                      f"{type(exc).__name__}: {exc}")
             self._add_time(inst, t0)
-            return self._conform(inst, plugin, result, data)
+            return self._conform(inst, plugin, result, data, repeat)
 
         return list(await asyncio.gather(*(one(*p) for p in pending)))
 
     def _conform(self, inst: PluginInstance, plugin: Judge, result: JudgeResult,
-                 data: pa.Table) -> pa.Table:
-        fill = self._fill(inst, plugin)
+                 data: pa.Table, repeat: int = 0) -> pa.Table:
+        fill = self._fill(inst, plugin, repeat)
         table = _one_per_record(conform(result, JUDGMENTS, fill), data.column("record_id"),
                                 fill)
         return non_finite_as_errors(table)
@@ -278,7 +305,12 @@ class Judging:
     def _write(self, parts: list[pa.Table], imported: list[pa.Table],
                ids: pa.ChunkedArray) -> None:
         for part in [*parts, *imported]:
-            self.writer.add_judgments(part)
+            repeat = part.column("repeat")[0].as_py() \
+                if part.num_rows and "repeat" in part.column_names else None
+            if repeat:
+                self.writer.add_repeats(part)
+            else:
+                self.writer.add_judgments(part)
         self.writer.end_batch(ids)  # (a resume keeps this batch's parts from here on)
 
     def close(self) -> None:

@@ -41,7 +41,7 @@ from evalkit.runner.baseline import check_baseline, find_baseline
 from evalkit.runner.coalesce import coalesced
 from evalkit.runner.generate import Generating
 from evalkit.runner.hints import unmatched_fields, warn
-from evalkit.runner.judging import JudgeRunner, Judging, non_finite_as_errors
+from evalkit.runner.judging import JudgeRunner, Judging, non_finite_as_errors, repeats_of
 from evalkit.runner.lifecycle import Claim, Staged, claim, run_id_of, stage_remote
 from evalkit.runner.limit import limited
 from evalkit.runner.metrics import compute_metrics
@@ -220,7 +220,8 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     from evalkit.runner.summary import print_job_line, print_summary
 
     run_id, run_dir, source = ctx.run_id, ctx.run_dir, plugins.source
-    judge_runner = JudgeRunner(plugins.judges, run_id, rc.runner.dry_run)
+    judge_runner = JudgeRunner(plugins.judges, run_id, rc.runner.dry_run,
+                               repeats_of(rc, plugins.judges))
     writer = RunWriter(run_dir, run.progress)
     timings: dict[str, float] = {}
     manifest: dict[str, Any] = {

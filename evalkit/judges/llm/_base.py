@@ -181,6 +181,16 @@ class LlmJudge(AsyncJudge):
             cache_refresh=config.cache_refresh, prices=prices,
             max_response_bytes=config.max_response_bytes)
 
+    def for_repeat(self, repeat: int) -> LlmJudge:
+        """This judge as it judges repeat ``repeat`` of each record (``runner.repeats``): a
+        copy whose calls the response cache keys apart from the other repeats'."""
+        import copy
+        import dataclasses
+
+        twin = copy.copy(self)
+        twin.policy = dataclasses.replace(self.policy, repeat=repeat)
+        return twin
+
     @property
     def engine(self) -> Engine:
         """The process-wide engine of this judge's model (created on first use)."""

@@ -107,6 +107,7 @@ class CallPolicy:
     cache_refresh: bool = False
     prices: tuple[float, float] | None = None  # USD per (input, output) token; None: the map
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # a larger reply is an error
+    repeat: int = 0  # runner.repeats: the cache keys each repeat apart (0: the usual key)
 
 
 @dataclass
@@ -227,8 +228,7 @@ class Engine:
         not raised but returned (``error`` set, no value); only a misconfiguration no retry
         can fix (a missing API key) raises :class:`EvalkitError`."""
         t0 = time.perf_counter()
-        ep = self.endpoint
-        key = cache_key(ep.model, ep.api_base, messages, params)
+        key = self._key(messages, params, policy)
         cache = policy.cache
         hit = self.lookup(messages, params, parse, policy, key)
         if hit is not None:
@@ -256,7 +256,7 @@ class Engine:
                 else:
                     bad = self._read(completion, result, parse, policy)
                     if bad is None and cache is not None:
-                        await cache_writer(cache).put(key, ep.model, {
+                        await cache_writer(cache).put(key, self.endpoint.model, {
                             "text": result.raw, "logprobs": completion.logprobs
                             if result.raw == completion.text else None,
                             "input_tokens": completion.input_tokens,
@@ -328,8 +328,7 @@ class Engine:
         """The cached, parsed answer to this call (no model call), or None."""
         if policy.cache is None or policy.cache_refresh:
             return None
-        ep = self.endpoint
-        hit = policy.cache.get(key or cache_key(ep.model, ep.api_base, messages, params))
+        hit = policy.cache.get(key or self._key(messages, params, policy))
         if hit is None:
             return None
         try:
@@ -339,6 +338,14 @@ class Engine:
         # the cost it was bought at; an answer cached before costs were stored: unknown
         return CallResult(value, hit["text"], None, 0, 0.0, hit.get("input_tokens"),
                           hit.get("output_tokens"), hit.get("cost_usd"), cached=True)
+
+    def _key(self, messages: list[dict[str, Any]], params: dict[str, Any],
+             policy: CallPolicy) -> str:
+        """The cache key of a call: repeat k > 0 of a record is its own entry (the same
+        request, asked again), so repeats measure the judge, not the cache."""
+        ep = self.endpoint
+        keyed = params if not policy.repeat else {**params, "evalkit_repeat": policy.repeat}
+        return cache_key(ep.model, ep.api_base, messages, keyed)
 
     def _supported(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self.unsupported:

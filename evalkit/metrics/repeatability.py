@@ -1,0 +1,148 @@
+"""``repeatability``: how far a judge agrees with itself when it judges the same record again
+(``runner.repeats``): the share of records whose verdict flipped between repeats, Fleiss'
+kappa across repeats, the within-record spread of the scores, and the flag rate over every
+repeat. Repeats of a record are not independent: every interval resamples records, each
+with all its repeats (a cluster bootstrap)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evalkit.checks import check_flag_at
+from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
+from evalkit.metrics._stats import percentile_interval, resample_indices, slice_sql, wilson_ci
+from evalkit.plugin import Metric, Produces
+
+__all__ = ["RepeatabilityConfig", "RepeatabilityMetric", "fleiss_kappa"]
+
+STATISTICS = ("flip_rate", "kappa", "spread", "rate")
+
+
+@dataclass(frozen=True)
+class RepeatabilityConfig(SliceConfig):
+    judge: str = "???"  # the judge instance whose repeats are compared
+    threshold: float | None = None  # flagged when value > threshold (flag_at); null: passed false
+    flag_at: str = ">"  # a score at the threshold: ">" not flagged, ">=" flagged
+
+    def validate(self) -> None:
+        super().validate()
+        check_flag_at(self.flag_at)
+
+
+def fleiss_kappa(counts: np.ndarray) -> float:
+    """Fleiss' kappa of ``counts`` (subjects × categories, each row summing to the same
+    number of ratings m ≥ 2), as ``statsmodels.stats.inter_rater.fleiss_kappa``; NaN when
+    every rating falls in one category (chance agreement is then 1)."""
+    n, m = counts.shape[0], counts[0].sum()
+    p_cat = counts.sum(axis=0) / (n * m)
+    p_subject = ((counts * counts).sum(axis=1) - m) / (m * (m - 1))
+    chance = float((p_cat * p_cat).sum())
+    if chance >= 1.0:
+        return float("nan")
+    return float((p_subject.mean() - chance) / (1.0 - chance))
+
+
+class RepeatabilityMetric(Metric):
+    """Rows ``NAME.flip_rate`` (records whose verdict differs between repeats, among those
+    judged at least twice; Wilson interval), ``NAME.kappa`` (Fleiss' kappa of the verdicts
+    over the records with every repeat usable), ``NAME.spread`` (mean within-record
+    standard deviation of the scores) and ``NAME.rate`` (the flag rate over every repeat),
+    per slice; the last three with cluster-bootstrap intervals over records."""
+
+    Config = RepeatabilityConfig
+    higher_is_better = None
+    thread_safe = True
+
+    def __init__(self, name: str, config: RepeatabilityConfig, ctx: object) -> None:
+        self.name = name
+        self.config = config
+
+    def produces(self) -> Produces:
+        return Produces(tuple(f"{self.name}.{s}" for s in STATISTICS),
+                        slice_by=tuple(self.config.slice_by))
+
+    def _load(self, con: Any) -> tuple[Any, dict[str, list[tuple[float | None, float]]]]:
+        cfg = self.config
+        cols = ", ".join(slice_sql(c, "r") for c in dict.fromkeys(["excluded_by",
+                                                                    *cfg.slice_by]))
+        records = con.execute(f"SELECT r.record_id, {cols} FROM records r").to_arrow_table()
+        op = ">=" if cfg.flag_at == ">=" else ">"
+        flag = ("NOT passed" if cfg.threshold is None
+                else f"value {op} {float(cfg.threshold)!r}")
+        rows = con.execute(
+            f"SELECT record_id, value, CAST({flag} AS DOUBLE) FROM (SELECT * FROM judgments "
+            "UNION ALL BY NAME SELECT * FROM repeats) WHERE judge = ? AND status = 'ok' "
+            "ORDER BY record_id, repeat", [cfg.judge]).fetchall()
+        by_record: dict[str, list[tuple[float | None, float]]] = {}
+        for rid, value, flagged in rows:
+            if flagged is not None:
+                by_record.setdefault(rid, []).append((value, flagged))
+        return records, by_record
+
+    def compute(self, con: Any) -> list[dict[str, Any]]:
+        cfg = self.config
+        records, by_record = self._load(con)
+        ids = records.column("record_id").to_pylist()
+        excluded = np.asarray(records.column("excluded_by").is_valid().to_numpy(
+            zero_copy_only=False), dtype=bool)
+        k = max((len(v) for v in by_record.values()), default=0)
+        rows = []
+        for label, idx in index_slices(records, list(cfg.slice_by)):
+            kept = [ids[i] for i in idx if not excluded[i]]
+            judged = [by_record[r] for r in kept if len(by_record.get(r, ())) >= 2]
+            counts = dict(n_attempted=len(idx), n_excluded=int(excluded[idx].sum()),
+                          n_judged=len(judged), n_unscored=len(kept) - len(judged))
+            rows += self._rows(label, judged, k, counts)
+        return rows
+
+    def _rows(self, label: str, judged: list[list[tuple[float | None, float]]], k: int,
+              counts: dict[str, int]) -> list[dict[str, Any]]:
+        cfg, name = self.config, self.name
+        why = ("no record judged twice or more in this slice (runner.repeats)" if k >= 2
+               else f"judge '{cfg.judge}' judged each record once; set runner.repeats=2 or "
+                    "more")
+        flags = [np.array([f for _, f in r]) for r in judged]
+        flipped = np.array([float(np.ptp(f) > 0) for f in flags])
+        out = []
+        if len(flipped):
+            ones = int(flipped.sum())
+            out.append(metric_row(f"{name}.flip_rate", label, ones / len(flipped),
+                                  wilson_ci(ones, len(flipped), cfg.confidence), **counts,
+                                  details={"ci_method": "wilson", "repeats": k, "what":
+                                           "share of records whose verdict differs between "
+                                           "repeats"}))
+        else:
+            out.append(metric_row(f"{name}.flip_rate", label, None, (None, None), **counts,
+                                  details={}, undefined=why))
+        full = np.array([[f.sum(), len(f) - f.sum()] for f in flags if len(f) == k])
+        kappa_why = why if not len(full) else (
+            "kappa undefined: every verdict in every repeat is the same")
+        values = [np.array([v for v, _ in r if v is not None], dtype=float) for r in judged]
+        spreads = np.array([v.std(ddof=1) for v in values if len(v) >= 2])
+        sums = np.array([f.sum() for f in flags], dtype=float)
+        sizes = np.array([len(f) for f in flags], dtype=float)
+        stats = {
+            "kappa": (lambda i: fleiss_kappa(full[i]), len(full), kappa_why,
+                      f"Fleiss' kappa of the verdicts across {k} repeats"),
+            "spread": (lambda i: float(spreads[i].mean()), len(spreads),
+                       "no record with two usable scores in this slice",
+                       "mean within-record standard deviation of the scores"),
+            "rate": (lambda i: float(sums[i].sum() / sizes[i].sum()), len(sums), why,
+                     "share of judgments flagged, over every repeat"),
+        }
+        for stat, (fn, n, undefined, what) in stats.items():
+            value = fn(np.arange(n)) if n else None
+            ci: tuple[Any, Any] = (None, None)
+            if value is not None and not np.isnan(value) and n >= 2 and cfg.n_boot:
+                boot = np.array([fn(row) for block in resample_indices(n, cfg.n_boot,
+                                                                       cfg.seed)
+                                 for row in block])
+                ci = percentile_interval(boot, (1 - cfg.confidence) / 2)
+            out.append(metric_row(f"{name}.{stat}", label, value, ci, **counts,
+                                  details={"ci_method": "cluster bootstrap (records)",
+                                           "repeats": k, "what": what},
+                                  undefined=undefined))
+        return out

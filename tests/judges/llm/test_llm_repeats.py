@@ -1,0 +1,43 @@
+"""``runner.repeats`` with an LLM judge: each repeat is its own call and its own cache
+entry (a cached first answer never stands in for a repeat), a rerun serves every repeat from
+the cache, and a dry run prices every repeat."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from llm_helpers import make, records
+
+from evalkit.config import PluginInstance
+from evalkit.judges.llm.hallucination import HallucinationLlmJudge
+from evalkit.runner.judging import JudgeRunner
+
+
+def _runner(judge, repeats: int, dry_run: bool = False) -> JudgeRunner:
+    inst = PluginInstance("judges", "j", "hallucination", HallucinationLlmJudge, judge.config)
+    return JudgeRunner([(inst, judge)], "run", dry_run, {"j": repeats})
+
+
+def _table() -> pa.Table:
+    return records(*({"input": f"q{i}", "output": f"a{i}", "context": [f"c{i}"]}
+                     for i in range(4)))
+
+
+def test_each_repeat_is_a_call_of_its_own_then_a_cache_entry_of_its_own(fake_llm, ctx):
+    judge = make(HallucinationLlmJudge, ctx, fake_llm)
+    parts = _runner(judge, 3).run(_table())
+    assert len(fake_llm.requests) == 4 * 3
+    repeats = sorted({r for p in parts for r in p.column("repeat").to_pylist()})
+    assert repeats == [0, 1, 2]
+    assert all(o == "computed" for p in parts for o in p.column("origin").to_pylist())
+    again = _runner(make(HallucinationLlmJudge, ctx, fake_llm), 3).run(_table())
+    assert len(fake_llm.requests) == 12  # all three repeats from the cache
+    assert {o for p in again for o in p.column("origin").to_pylist()} == {"cache"}
+
+
+def test_a_dry_run_prices_every_repeat(fake_llm, ctx):
+    runner = _runner(make(HallucinationLlmJudge, ctx, fake_llm), 3, dry_run=True)
+    runner.run(_table())
+    once = _runner(make(HallucinationLlmJudge, ctx, fake_llm), 1, dry_run=True)
+    once.run(_table())
+    assert runner.estimates["j"]["calls"] == 3 * once.estimates["j"]["calls"] > 0
+    assert not fake_llm.requests
