@@ -14,6 +14,8 @@ from evalkit.config import RunConfig
 from evalkit.errors import ConfigError, RegressionFound
 from evalkit.safetext import visible
 
+__all__ = ["COMPARISON_FILE", "FLIPS_FILE", "check_baseline", "find_baseline"]
+
 COMPARISON_FILE = "comparison.parquet"
 FLIPS_FILE = "flips.parquet"
 

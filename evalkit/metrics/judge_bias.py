@@ -1,0 +1,216 @@
+"""``judge_bias``: how much a judge's verdict depends on things that should not matter, as
+magnitudes with intervals. For any scored judge: the slope of its score on the output's
+length (per 100 tokens) and each slice's score at the run's mean length (a length-controlled
+score); self-preference, when the judge's model family also produced some of the outputs.
+For ``pairwise``: how often the verdict survives swapping the two outputs' positions, and
+the share of decisive calls won by whichever output came first (0.5: no position bias).
+Every interval resamples records (a pairwise record's two calls stay together)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
+from evalkit.metrics._stats import percentile_interval, resample_indices, slice_sql, wilson_ci
+from evalkit.plugin import Metric, Produces
+
+__all__ = ["JudgeBiasConfig", "JudgeBiasMetric", "model_family"]
+
+
+@dataclass(frozen=True)
+class JudgeBiasConfig(SliceConfig):
+    judge: str = "???"  # the judge instance probed
+
+
+def model_family(model: str | None) -> str | None:
+    """The family of a model name: its first word, provider prefix and version left out
+    (``openai/gpt-4o-mini`` and ``gpt-4.1``: ``gpt``; ``claude-3-5-haiku``: ``claude``)."""
+    if not model:
+        return None
+    found = re.match(r"[a-z]+", model.rsplit("/", 1)[-1].lower())
+    return found.group(0) if found else None
+
+
+class JudgeBiasMetric(Metric):
+    """Rows ``NAME.length_slope`` (score change per 100 output tokens), ``NAME.length_
+    controlled`` (per slice: the mean score at the run's mean length), ``NAME.self_
+    preference`` (mean score on outputs of the judge's own model family minus the others'),
+    and for a ``pairwise`` judge ``NAME.swap_consistency`` and ``NAME.first_position``."""
+
+    Config = JudgeBiasConfig
+    higher_is_better = None
+    thread_safe = True
+
+    def __init__(self, name: str, config: JudgeBiasConfig, ctx: object) -> None:
+        self.name = name
+        self.config = config
+
+    def produces(self) -> Produces:
+        stats = ("length_slope", "length_controlled", "self_preference", "swap_consistency",
+                 "first_position")
+        return Produces(tuple(f"{self.name}.{s}" for s in stats),
+                        slice_by=tuple(self.config.slice_by))
+
+    def compute(self, con: Any) -> list[dict[str, Any]]:
+        cfg = self.config
+        cols = ", ".join(slice_sql(c, "r") for c in dict.fromkeys(
+            ["excluded_by", *cfg.slice_by]))
+        table = con.execute(
+            f"SELECT {cols}, r.model AS _model, coalesce(r.output_tokens, "
+            "length(r.output) / 4.0) AS _length, j.value AS _value, j.status AS _status, "
+            "j.judge_model AS _judge_model, j.details AS _details FROM records r JOIN "
+            "(SELECT * FROM judgments WHERE judge = ?) j USING (record_id)",
+            [cfg.judge]).to_arrow_table()
+        col = {c: table.column(c).to_pylist() for c in
+               ("_model", "_length", "_value", "_status", "_judge_model", "_details")}
+        ok = np.array([s == "ok" and v is not None and exc is None for s, v, exc in zip(
+            col["_status"], col["_value"], table.column("excluded_by").to_pylist(),
+            strict=True)], dtype=bool)
+        value = np.array([np.nan if v is None else v for v in col["_value"]], dtype=float)
+        length = np.array([np.nan if x is None else x for x in col["_length"]], dtype=float)
+        rows: list[dict[str, Any]] = []
+        counts_all = self._counts(table, ok, np.arange(table.num_rows))
+        usable = ok & ~np.isnan(length)
+        rows += self._length_rows(table, value, length, usable)
+        rows.append(self._self_preference(value, ok, col, counts_all))
+        details = [json.loads(d) if d else {} for d in col["_details"]]
+        if any("orders_agree" in d for d in details):
+            rows += self._pairwise(details, ok, counts_all)
+        return rows
+
+    def _counts(self, table: Any, ok: np.ndarray, idx: np.ndarray) -> dict[str, int]:
+        excluded = np.asarray(table.column("excluded_by").is_valid().to_numpy(
+            zero_copy_only=False), dtype=bool)
+        return {"n_attempted": len(idx), "n_excluded": int(excluded[idx].sum()),
+                "n_judged": int(ok[idx].sum()),
+                "n_unscored": int((~ok[idx] & ~excluded[idx]).sum())}
+
+    def _interval(self, fn: Callable[[np.ndarray], float], n: int) -> tuple[Any, Any]:
+        cfg = self.config
+        if n < 2 or not cfg.n_boot:
+            return None, None
+        boot = np.array([fn(row) for block in resample_indices(n, cfg.n_boot, cfg.seed)
+                         for row in block])
+        return percentile_interval(boot, (1 - cfg.confidence) / 2)
+
+    def _length_rows(self, table: Any, value: np.ndarray, length: np.ndarray,
+                     usable: np.ndarray) -> list[dict[str, Any]]:
+        name = self.name
+        at = np.flatnonzero(usable)
+        x, y = length[at] / 100.0, value[at]
+
+        def slope(i: np.ndarray) -> float:
+            xs = x[i]
+            spread = ((xs - xs.mean()) ** 2).sum()
+            return float(((xs - xs.mean()) * (y[i] - y[i].mean())).sum() / spread) \
+                if spread > 0 else float("nan")
+
+        counts = self._counts(table, usable, np.arange(table.num_rows))
+        every = np.arange(len(at))
+        b = slope(every) if len(at) >= 2 else float("nan")
+        why = ("fewer than 2 scored records with a known length" if len(at) < 2 else
+               "every scored output has the same length")
+        rows = [metric_row(f"{name}.length_slope", "all", b, self._interval(slope, len(at)),
+                           **counts, details={"what": "change of the score per 100 output "
+                                              "tokens (least squares)", "ci_method":
+                                              "bootstrap (records)"}, undefined=why)]
+        where = np.full(table.num_rows, -1)
+        where[at] = every
+        for label, idx in index_slices(table, list(self.config.slice_by)):
+            mine = where[idx][where[idx] >= 0]
+
+            def controlled(i: np.ndarray, mine: np.ndarray = mine) -> float:
+                # the resample i of every scored record gives the slope and the run's mean
+                # length; the slice's own records are those of i that fall in it
+                inside = i[np.isin(i, mine)]
+                if not len(inside):
+                    return float("nan")
+                return float(y[inside].mean() - slope(i) * (x[inside].mean() - x[i].mean()))
+
+            v = controlled(every) if len(mine) and not np.isnan(b) else None
+            rows.append(metric_row(
+                f"{name}.length_controlled", label, v,
+                self._interval(controlled, len(at)) if v is not None else (None, None),
+                **self._counts(table, usable, idx),
+                details={"what": "mean score at the run's mean output length (the slice's "
+                         "mean minus the slope times its length difference)",
+                         "ci_method": "bootstrap (records)"},
+                undefined="no scored record with a known length in this slice" if not len(
+                    mine) else why))
+        return rows
+
+    def _self_preference(self, value: np.ndarray, ok: np.ndarray, col: dict[str, list[Any]],
+                         counts: dict[str, int]) -> dict[str, Any]:
+        name = self.name
+        judge_models = {m for m in col["_judge_model"] if m}
+        family = model_family(next(iter(judge_models))) if len(judge_models) == 1 else None
+        own = np.array([model_family(m) == family and family is not None
+                        for m in col["_model"]], dtype=bool)
+        at = np.flatnonzero(ok)
+        mine, theirs = own[at], ~own[at]
+        v = value[at]
+
+        def gap(i: np.ndarray) -> float:
+            a, b = v[i][mine[i]], v[i][theirs[i]]
+            return float(a.mean() - b.mean()) if len(a) and len(b) else float("nan")
+
+        why = None
+        if family is None:
+            why = ("the judge's model is unknown or not one model" if len(judge_models) != 1
+                   else "no family in the judge's model name")
+        elif not mine.any() or not theirs.any():
+            why = (f"no output from the judge's family '{family}'" if not mine.any()
+                   else f"every output is from the judge's family '{family}'")
+        value_ = None if why else gap(np.arange(len(at)))
+        label = f"judge_family={family or 'unknown'}"
+        return metric_row(f"{name}.self_preference", label, value_,
+                          self._interval(gap, len(at)) if value_ is not None else (None, None),
+                          **counts, details={"what": "mean score on outputs of the judge's "
+                                             "own model family minus the mean on the others",
+                                             "family": family, "n_own": int(mine.sum()),
+                                             "ci_method": "bootstrap (records)"},
+                          undefined=why)
+
+    def _pairwise(self, details: list[dict[str, Any]], ok: np.ndarray,
+                  counts: dict[str, int]) -> list[dict[str, Any]]:
+        name, cfg = self.name, self.config
+        agree = [bool(d.get("orders_agree")) for d, k in zip(details, ok, strict=True) if k]
+        n = len(agree)
+        # per record: (first-slot wins, decisive calls); call 1 shows the candidate first
+        wins, calls = [], []
+        for d, k in zip(details, ok, strict=True):
+            if not k:
+                continue
+            first = (d.get("candidate_first") or {}).get("winner")
+            second = (d.get("baseline_first") or {}).get("winner")
+            w = (first == "candidate") + (second == "baseline")
+            c = (first in ("candidate", "baseline")) + (second in ("candidate", "baseline"))
+            wins.append(w)
+            calls.append(c)
+        w_arr, c_arr = np.array(wins, float), np.array(calls, float)
+
+        def share(i: np.ndarray) -> float:
+            total = c_arr[i].sum()
+            return float(w_arr[i].sum() / total) if total else float("nan")
+
+        ones = sum(agree)
+        rows = [metric_row(f"{name}.swap_consistency", "all", ones / n if n else None,
+                           wilson_ci(ones, n, cfg.confidence) if n else (None, None),
+                           **counts, details={"what": "share of records whose verdict is the "
+                                              "same with the outputs' positions swapped",
+                                              "ci_method": "wilson"},
+                           undefined="no pairwise judgment")]
+        v = share(np.arange(n)) if n else float("nan")
+        rows.append(metric_row(
+            f"{name}.first_position", "all", v, self._interval(share, n), **counts,
+            details={"what": "share of decisive calls won by the output shown first (0.5: "
+                     "no position bias)", "ci_method": "bootstrap (records)",
+                     "decisive_calls": int(c_arr.sum())},
+            undefined="no decisive call (every call a tie)"))
+        return rows
