@@ -1,4 +1,4 @@
-"""Built-in metrics: DuckDB over a run's tables, by slice, with bootstrap CIs and the
+"""Built-in metrics: DuckDB over a run's tables, by slice, with confidence intervals and the
 denominators behind every number."""
 
 __all__ = [
