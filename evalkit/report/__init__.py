@@ -42,9 +42,19 @@ def _write(path: Path, data: str | bytes) -> None:
             tmp.write_bytes(data)
 
 
-def _verdicts(runs: list[RunData], n_boot: int) -> tuple[list[dict[str, Any]], str]:
+def _gates_of(run: RunData) -> list[Any]:
+    """The gates in a run's config (``gates:``), as compare checks them."""
+    from evalkit.comparison import GateConfig
+
+    return [GateConfig(**g) for g in (run.manifest.get("config") or {}).get("gates") or []]
+
+
+def _verdicts(runs: list[RunData], n_boot: int,
+              compared: list[tuple[str, Any]] | None = None
+              ) -> tuple[list[dict[str, Any]], str]:
     """``compare``'s rows (paired bootstrap) of every run against the first, and a note on
-    what could not be compared."""
+    what could not be compared; ``compared`` collects each run's whole comparison (its
+    gates, splits and flips, for the comparison section)."""
     from evalkit.comparison import compare_runs
 
     if len(runs) < 2 or n_boot <= 0:
@@ -54,10 +64,12 @@ def _verdicts(runs: list[RunData], n_boot: int) -> tuple[list[dict[str, Any]], s
     for run in runs[1:]:
         try:
             result = compare_runs(runs[0].run_dir, run.run_dir, n_boot=n_boot,
-                                  max_boot=n_boot)
-        except EvalkitError as exc:
+                                  max_boot=n_boot, gates=_gates_of(run))
+        except (EvalkitError, TypeError, ValueError) as exc:
             notes.append(f"{run.run_id}: {exc}")
             continue
+        if compared is not None:
+            compared.append((run.run_id, result))
         out += [{"run": run.run_id, **row} for row in result.rows]
         out += [_corrected_verdict(run.run_id, c) for c in result.corrected]
     return out, "; ".join(notes) + (f" ({n_boot} paired resamples each)" if out else "")
@@ -92,8 +104,15 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None,
         limits = Limits(max(1, limits.max_records // len(run_dirs)), limits.text_chars,
                         limits.exchange_bytes // len(run_dirs))
     runs = [load_run(Path(d), limits) for d in run_dirs]
-    verdicts, note = _verdicts(runs, n_boot)
+    compared: list[tuple[str, Any]] = []
+    verdicts, note = _verdicts(runs, n_boot, compared)
     across = across_runs(runs, verdicts, note) if len(runs) > 1 else ""
+    if compared:
+        from evalkit.report._comparison import comparison_section
+        from evalkit.report._page import run_labels
+
+        labels = dict(zip([r.run_id for r in runs], run_labels(runs), strict=True))
+        across = comparison_section(compared, labels) + across  # the gates' verdict first
     target = Path(out_dir) if out_dir is not None else runs[-1].run_dir
     target.mkdir(parents=True, exist_ok=True)
     files = ReportFiles(target / HTML_NAME, target / MD_NAME, target / JUNIT_NAME)

@@ -219,5 +219,21 @@
     if (!node) return;
     Drill(root, JSON.parse(node.textContent));
   });
+  // a flipped record on the comparison page: open its run's tab and find it in the drill-down
+  document.querySelectorAll("a.drill[data-record]").forEach(function (a) {
+    a.addEventListener("click", function (ev) {
+      ev.preventDefault();
+      document.querySelectorAll("div.run").forEach(function (run) {
+        if (run.dataset.runId !== a.dataset.runId) return;
+        const tab = document.querySelector('nav.tabs button[data-tab="' + run.dataset.run + '"]');
+        if (tab) tab.click();
+        const q = run.querySelector("div.drill .q");
+        if (!q) return;
+        q.value = a.dataset.record;
+        q.dispatchEvent(new Event("input"));
+        q.scrollIntoView();
+      });
+    });
+  });
   document.body.dataset.ready = "1";
 })();

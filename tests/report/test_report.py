@@ -332,3 +332,28 @@ def test_the_drill_downs_input_column_shows_the_users_question() -> None:
     data = orjson.loads(_drill(con, Limits(), has_judgments=False)["json"])["records"]
     assert data["question"] == ["Why is CI red?", "plain", "[not json"]
     assert data["input"][0] == chat  # the record's detail keeps the whole input
+
+
+def test_the_comparison_page_puts_the_gates_first_then_the_split_and_the_flips(tmp_path):
+    import json
+
+    from evalkit.report import write_report
+    from tests.comparison.test_compare_runs import NEW, write_run
+
+    a = [i % 5 == 0 for i in range(100)]
+    b = list(a)
+    for i in NEW:
+        b[i] = True
+    metrics = {"flag_rate": {"plugin": "rate", "judge": "g", "raw": False}}
+    run_a = write_run(tmp_path, "A", a, metrics=metrics)
+    run_b = write_run(tmp_path, "B", b, metrics=metrics,
+                      gates=[{"metric": "flag_rate", "tolerance": 0.02}])
+    manifest = json.loads((run_b / "manifest.json").read_text())
+    assert manifest["config"]["gates"]
+    html = write_report([run_a, run_b], tmp_path / "out", n_boot=20).html.read_text()
+    page = html[html.index('data-section="comparison"'):]
+    gates, split, flips = (page.index("gate-fail"), page.index("Judge or system?"),
+                           page.index("Records that flipped"))
+    assert gates < split < flips
+    assert page.count("class='change-regressed'") == 15
+    assert "data-record='r001'" in page
