@@ -148,24 +148,17 @@ def print_comparison(result: Any, fmt: str = "table", out: str | None = None) ->
     split = [r for r in result.rows if r["judge_delta"] is not None and r["n_same_output"]]
     note = (f"A = {result.run_a.name}, B = {result.run_b.name}, {result.n_shared} shared "
             f"records. {result.summary()}. Intervals are per row; verdicts are corrected.")
+    emit(["metric", "slice", "A", "B", "B − A", f"{result.confidence:.0%} CI", "verdict"],
+         table, fmt, out, note=note)
+    lines = [f"judge {c['judge']} changed: {c['field']} {c['a']} → {c['b']}"
+             for c in result.judge_changes]
     if split:
-        note += "\njudge/system split (records with byte-identical outputs: the judge's):"
-        for r in split:
-            note += (f"\n  {r['metric']} [{r['slice']}]: judge {number(r['judge_delta'])} "
+        lines.append("judge/system split (records with byte-identical outputs: the judge's):")
+    for r in split:
+        lines.append(f"  {r['metric']} [{r['slice']}]: judge {number(r['judge_delta'])} "
                      f"{_ci(r['judge_ci_low'], r['judge_ci_high'])}, system "
                      f"{number(r['system_delta'])} "
                      f"{_ci(r['system_ci_low'], r['system_ci_high'])} "
                      f"({r['n_same_output']} of {r['n_pairs']} outputs unchanged)")
-    if result.corrected:
-        note += "\ncorrected by human labels (PPI++ on the paired differences):"
-    for c in result.corrected:
-        value = ("no value: " + str(c["undefined"]) if c["value"] is None else
-                 f"{number(c['value'])} {_ci(c['ci_low'], c['ci_high'])} "
-                 f"({c['n_labelled']} records labelled in both of {c['n_shared']})")
-        note += (f"\n  {c['metric']}: B − A corrected {value} · judge alone "
-                 f"{number(c['judge_delta'])} {_ci(c['judge_ci_low'], c['judge_ci_high'])}")
-        if c.get("human_delta") is not None:
-            note += (f" · labels alone {number(c['human_delta'])} "
-                     f"{_ci(c['human_ci_low'], c['human_ci_high'])}")
-    emit(["metric", "slice", "A", "B", "B − A", f"{result.confidence:.0%} CI", "verdict"],
-         table, fmt, out, note=note)
+    for line in lines if out is None else []:
+        print(visible(line))

@@ -62,6 +62,9 @@ class Comparison:
     # per corrected metric: the change of the label-corrected rate (PPI++ on paired
     # differences) beside the judge-only and labels-only ones (evalkit.comparison._corrected)
     corrected: list[dict[str, Any]] = field(default_factory=list)
+    judge_changes: list[dict[str, Any]] = field(default_factory=list)
+    """Per judge of both runs whose ``judgments.produced_by`` differs: what changed (model,
+    prompt, config, versions), A's value and B's."""
 
     @property
     def failed_gates(self) -> list[dict[str, Any]]:
@@ -132,6 +135,7 @@ def compare_runs(run_a: Path, run_b: Path, *, n_boot: int = N_BOOT, max_boot: in
         va, vb = values(a, ma), values(b, mb)
         keys = [k for k in va if k in vb]
         paired = paired_rows(a, b, ma, mb)
+        changes = judge_changes(a, b)
         deltas = _Deltas(keys)
         failed: dict[str, str] = {}
         todo, count, round_, drawn = set(names), n_boot, 0, dict.fromkeys(names, 0)
@@ -194,7 +198,27 @@ def compare_runs(run_a: Path, run_b: Path, *, n_boot: int = N_BOOT, max_boot: in
     corrected = corrected_differences(run_a, run_b, runs_dir or run_a.parent.parent,
                                       confidence)
     return Comparison(run_a, run_b, len(shared), confidence, correction, result.rows, flips,
-                      result.gates, corrected)
+                      result.gates, corrected, changes)
+
+
+def judge_changes(a: RunTables, b: RunTables) -> list[dict[str, Any]]:
+    """What changed in each judge both runs ran, from ``judgments.produced_by``: one entry
+    per judge and changed field (a run from before the column has none to compare)."""
+    import json
+
+    def producers(run: RunTables) -> dict[str, dict[str, Any]]:
+        names = {r[0] for r in run.con.execute("DESCRIBE base_judgments").fetchall()}
+        if "produced_by" not in names:
+            return {}
+        rows = run.con.execute("SELECT DISTINCT judge, produced_by FROM base_judgments WHERE "
+                               "produced_by IS NOT NULL AND origin <> 'imported'").fetchall()
+        return {judge: json.loads(text) for judge, text in rows}
+
+    pa_, pb = producers(a), producers(b)
+    return [{"judge": judge, "field": key, "a": pa_[judge].get(key), "b": pb[judge].get(key)}
+            for judge in sorted(set(pa_) & set(pb))
+            for key in sorted(set(pa_[judge]) | set(pb[judge]))
+            if pa_[judge].get(key) != pb[judge].get(key)]
 
 
 def _finite(v: float | None) -> bool:

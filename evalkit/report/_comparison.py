@@ -45,10 +45,14 @@ def comparison_section(compared: list[tuple[str, Any]], labels: dict[str, str]) 
     body = ""
     if gates:
         body += table(["run (B)", "gate", "", "verdict"], gates, "gates")
+    changed = [f"<li>{e(labels.get(run_id, run_id))}: judge <b>{e(c['judge'])}</b> "
+               f"{e(c['field'])} {e(c['a'])} → {e(c['b'])}</li>"
+               for run_id, result in compared for c in result.judge_changes]
     if splits:
         body += ("<h3>Judge or system?</h3><p class='note'>The change on records whose output "
                  "is byte-identical in both runs can only be the judge's (model, prompt, "
                  "version); the rest is the system's. The two add up to B − A.</p>"
+                 + (f"<ul>{''.join(changed)}</ul>" if changed else "")
                  + table(["run (B)", "metric", "slice", "B − A", "judge", "95% CI",
                           "system", "95% CI", "unchanged outputs"], splits, "split"))
     if flips:

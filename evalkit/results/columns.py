@@ -61,6 +61,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("cost_usd", "float64"),
         ("details", "string"),
         ("repeat", "int32"),
+        ("produced_by", "string"),
     ],
     "metrics": [
         ("run_id", "string"),

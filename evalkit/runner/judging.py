@@ -136,6 +136,30 @@ def repeats_of(rc: Any, judges: list[tuple[PluginInstance, Judge]]) -> dict[str,
     return {n: int(rc.runner.judge_repeats.get(n, rc.runner.repeats)) for n in names}
 
 
+def provenance(inst: PluginInstance, plugin: Judge) -> str:
+    """``judgments.produced_by`` of a judge: its model, a digest of its class and config, a
+    digest of its prompt (LLM judges: ``prompt_fingerprint``), its distribution's version and
+    evalkit's, as JSON. Digests only: a config's endpoint URL never reaches the table."""
+    import dataclasses
+    import hashlib
+    from importlib.metadata import version
+
+    from evalkit.registry import registry
+    from evalkit.results.schemas import json_text
+
+    config = getattr(plugin, "config", None)
+    asked = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else repr(config)
+    text = json_text([type(plugin).__module__, type(plugin).__qualname__, asked]) or ""
+    entries = registry().entries("judges").get(inst.plugin)
+    plugin_version = f"{entries[0].distribution}=={entries[0].version}" if entries else None
+    fingerprint = getattr(plugin, "prompt_fingerprint", None)
+    return json_text({"model": plugin.judge_model,
+                      "config_sha256": hashlib.sha256(text.encode()).hexdigest()[:16],
+                      "prompt_sha256": fingerprint() if fingerprint is not None else None,
+                      "plugin": plugin_version,
+                      "evalkit": version("evalkit")}) or ""
+
+
 def _for_repeat(plugin: Judge, repeat: int) -> Judge:
     """The judge as it judges repeat ``repeat``: a judge with ``for_repeat`` (the LLM
     judges: the response cache keys each repeat apart, so a repeat is a new call) gives a
@@ -154,6 +178,7 @@ class JudgeRunner:
         self.run_id = run_id
         self.dry_run = dry_run
         self.repeats = repeats or {}
+        self.produced_by = {inst.name: provenance(inst, plugin) for inst, plugin in judges}
         self.timings: dict[str, float] = {}
         self.estimates: dict[str, dict[str, float]] = {}
         self.columns = _read_columns([plugin for _, plugin in judges])
@@ -161,7 +186,7 @@ class JudgeRunner:
     def _fill(self, inst: PluginInstance, plugin: Judge, repeat: int = 0) -> dict[str, Any]:
         return {"run_id": self.run_id, "judge": inst.name, "plugin": inst.plugin,
                 "origin": "computed", "judge_model": plugin.judge_model,
-                "attempts": 1, "repeat": repeat}
+                "attempts": 1, "repeat": repeat, "produced_by": self.produced_by.get(inst.name)}
 
     def _inputs(self, plugin: Judge, records: pa.Table, included: pa.Table) -> pa.Table:
         return records if plugin.applies_to_excluded else included

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from evalkit.comparison import GATE_EXIT, compare_runs, parse_gate
@@ -216,3 +217,23 @@ def test_gates_from_the_candidates_config(tmp_path, capsys):
     code, out, _ = cli(capsys, "compare", "A", "B", "--n-boot", "10", "--max-boot", "10",
                        "--runs-dir", str(runs))
     assert code == GATE_EXIT and "gate flag_rate:+0.05: FAIL" in out
+
+
+def test_a_changed_judge_is_named(tmp_path):
+    import pyarrow.parquet as pq
+
+    from evalkit.results.writer import write_parquet as write
+
+    metrics = {"flag_rate": {"plugin": "rate", "judge": "g", "raw": False}}
+    runs = []
+    for run_id, model in (("A", "openai/gpt-4o"), ("B", "openai/gpt-5")):
+        run = write_run(tmp_path, run_id, [i % 3 == 0 for i in range(30)], metrics=metrics)
+        part = run / "judgments" / "part-00000.parquet"
+        table = pq.read_table(part)
+        produced = f'{{"model": "{model}", "prompt_sha256": "abc"}}'
+        write(table.set_column(table.schema.get_field_index("produced_by"), "produced_by",
+                               pa.array([produced] * table.num_rows)), part)
+        runs.append(run)
+    result = compare_runs(*runs, n_boot=5, max_boot=5)
+    assert result.judge_changes == [{"judge": "g", "field": "model", "a": "openai/gpt-4o",
+                                     "b": "openai/gpt-5"}]

@@ -181,6 +181,27 @@ class LlmJudge(AsyncJudge):
             cache_refresh=config.cache_refresh, prices=prices,
             max_response_bytes=config.max_response_bytes)
 
+    def prompt_fingerprint(self) -> str:
+        """A digest of the messages this judge sends, for a record whose every text is a
+        placeholder (``judgments.produced_by``): it changes when the prompt does. A judge
+        that cannot build its calls without real content is digested from its module's
+        prompt constants and its config's non-operational keys instead."""
+        import sys
+
+        probe = {c: "{" + c + "}" for c in self.wanted_columns()}
+        probe["context"] = ["{context}"]  # type: ignore[assignment]
+        try:
+            asked: Any = [c.messages for c in self.planned_calls(probe)]
+        except Exception:  # calls that need real content, or steps asked for first (G-Eval):
+            # the module's prompt constants and the config's texts stand for the prompt
+            module = vars(sys.modules[type(self).__module__])
+            asked = [sorted((k, v) for k, v in module.items() if k.isupper()
+                            and isinstance(v, str)),
+                     {f.name: getattr(self.config, f.name) for f in fields(self.config)
+                      if f.name not in _OPERATIONAL}]
+        return hashlib.sha256(orjson.dumps(asked, default=str,
+                                           option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
     def for_repeat(self, repeat: int) -> LlmJudge:
         """This judge as it judges repeat ``repeat`` of each record (``runner.repeats``): a
         copy whose calls the response cache keys apart from the other repeats'."""

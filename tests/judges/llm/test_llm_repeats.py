@@ -41,3 +41,22 @@ def test_a_dry_run_prices_every_repeat(fake_llm, ctx):
     once.run(_table())
     assert runner.estimates["j"]["calls"] == 3 * once.estimates["j"]["calls"] > 0
     assert not fake_llm.requests
+
+
+def test_every_judgment_says_what_produced_it(fake_llm, ctx):
+    import json
+
+    from evalkit.judges.llm.geval import GEvalJudge
+
+    parts = _runner(make(HallucinationLlmJudge, ctx, fake_llm), 1).run(_table())
+    [produced] = {p for part in parts for p in part.column("produced_by").to_pylist()}
+    info = json.loads(produced)
+    assert info["model"] == "openai/fake-judge" and info["evalkit"]
+    assert info["plugin"].startswith("evalkit==") and len(info["prompt_sha256"]) == 16
+    # the prompt's digest follows the prompt, not the endpoint or the concurrency
+    a = make(GEvalJudge, ctx, fake_llm, criteria="Is it correct?", steps=["Check it."])
+    b = make(GEvalJudge, ctx, fake_llm, criteria="Is it polite?", steps=["Check it."])
+    c = make(GEvalJudge, ctx, fake_llm, criteria="Is it correct?", steps=["Check it."],
+             concurrency=2)
+    assert a.prompt_fingerprint() != b.prompt_fingerprint()
+    assert a.prompt_fingerprint() == c.prompt_fingerprint()
