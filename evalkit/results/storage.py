@@ -20,11 +20,14 @@ Nothing here imports pyarrow until a remote runs directory is opened."""
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 import socket
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -37,8 +40,9 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-__all__ = ["RemoteRun", "RemoteRunsDir", "is_remote", "open_runs_dir", "publish_order",
-           "shown_url", "writer_gone", "writer_tag"]
+__all__ = ["STALE_BEATS", "RemoteRun", "RemoteRunsDir", "heartbeat_stale", "is_remote",
+           "open_runs_dir", "publish_order", "run_stopped", "shown_url", "writer_gone",
+           "writer_tag"]
 
 # a URL: scheme://..., or scheme:/... (a slash short: a typo that must not become a local
 # directory named "s3:"); a one-letter scheme is a Windows drive
@@ -48,6 +52,9 @@ _DENIED = ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoes
 _UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Could not resolve",
                 "Connection refused", "timed out", "Timeout")
 _MANIFEST_READERS = 16  # manifests (or Parquet footers) read at once: small GETs each
+# a running run whose heartbeat is older than this many of its writer's intervals has
+# stopped: one late beat (a slow upload, a busy host) must not make a live run look dead
+STALE_BEATS = 3
 
 
 def is_remote(runs_dir: object) -> bool:
@@ -177,8 +184,8 @@ class RemoteRunsDir:
 
     def list_runs(self) -> list[RemoteRun]:
         """Each run (``<experiment>/<run_id>/manifest.json``) under the root with a readable
-        manifest, in path order, with its status: a ``running`` run whose writer is known
-        to be gone (it ran on this machine and its process has ended) is ``interrupted``."""
+        manifest, in path order, with its status: a ``running`` run whose writer has
+        stopped (:func:`run_stopped`) is ``interrupted``."""
         import pyarrow.fs as pafs
 
         selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
@@ -205,7 +212,7 @@ class RemoteRunsDir:
             if manifest is None:
                 continue
             status = manifest.get("status")
-            if status == "running" and writer_gone(manifest.get("writer")):
+            if status == "running" and run_stopped(manifest):
                 status = "interrupted"
             experiment, run_id = run_path.rsplit("/", 2)[-2:]
             runs.append(RemoteRun(run_path, experiment, run_id, manifest, status,
@@ -301,6 +308,15 @@ class RemoteRunsDir:
             raise QueryError(f"query: {table}: cannot read the runs at {self.shown} "
                              f"({_reason(exc)})") from None
 
+    def put(self, path: str, data: bytes) -> None:
+        """Write ``data`` to the object at ``path`` (whole, or not at all: see :meth:`upload`)."""
+        import pyarrow.fs as pafs
+
+        if not isinstance(self.fs, pafs.S3FileSystem):
+            self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with self.fs.open_output_stream(path) as dst:
+            dst.write(data)
+
     def upload(self, local: Path, path: str) -> None:
         """Copy the local file ``local`` to ``path``; the object appears when it is whole."""
         import shutil
@@ -313,10 +329,39 @@ class RemoteRunsDir:
             shutil.copyfileobj(src, dst, 8 << 20)
 
 
-def writer_tag() -> dict[str, Any]:
-    """Who writes a remote run (kept in its manifest): readers on the same machine can tell
-    that a ``running`` run's process has ended."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+def writer_tag(heartbeat_s: float) -> dict[str, Any]:
+    """Who writes a remote run (kept in its manifest), and how often it beats: readers on
+    any machine can tell that a ``running`` run has stopped (:func:`run_stopped`)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "heartbeat_s": heartbeat_s}
+
+
+def run_stopped(manifest: dict[str, Any], now: float | None = None) -> bool:
+    """Whether the writer of a remote run whose manifest says ``running`` has stopped: its
+    heartbeat is stale (:func:`heartbeat_stale`, from any machine), or it ran on this machine
+    and its process has ended. A manifest without a heartbeat (written before there was
+    one) is judged by the second rule alone."""
+    return heartbeat_stale(manifest, now) or writer_gone(manifest.get("writer"))
+
+
+def heartbeat_stale(manifest: dict[str, Any], now: float | None = None) -> bool:
+    """Whether the manifest's ``heartbeat_at`` is older than :data:`STALE_BEATS` of its
+    writer's ``heartbeat_s`` at ``now`` (a POSIX time; the clock of this machine when None).
+    A missing or malformed heartbeat is not stale: nothing is known. The writer's clock is
+    compared with this one: machines whose clocks differ by more than a few intervals
+    (NTP keeps them within a second) would misjudge each other."""
+    writer = manifest.get("writer")
+    every = writer.get("heartbeat_s") if isinstance(writer, dict) else None
+    at = manifest.get("heartbeat_at")
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or \
+            not math.isfinite(every) or every <= 0 or not isinstance(at, str):
+        return False
+    try:
+        beat = datetime.fromisoformat(at)
+    except ValueError:
+        return False
+    if beat.tzinfo is None:
+        return False
+    return (time.time() if now is None else now) - beat.timestamp() > STALE_BEATS * every
 
 
 def writer_gone(writer: object) -> bool:

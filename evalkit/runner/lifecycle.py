@@ -8,8 +8,9 @@ judgment parts of the batches it finished (:class:`evalkit.results.writer.Progre
 everything else the stopped run wrote is removed and written again.
 
 A run whose runs directory is a URL (object storage) is :class:`Staged`: it runs in a local
-directory of its own, claimed as above, and is uploaded when it starts (its manifest) and
-when it ends (everything, the manifest last). Its parts reach the store only at the end, so
+directory of its own, claimed as above, and is uploaded when it starts (its manifest), while
+it runs (the manifest again, as a heartbeat: :mod:`evalkit.runner.heartbeat`) and when it
+ends (everything, the manifest last). Its parts reach the store only at the end, so
 a resume of a remote run judges every batch again (the response cache answers the calls it
 made before) and replaces what the stopped run uploaded."""
 
@@ -30,6 +31,7 @@ from evalkit.results.writer import Progress, writing
 
 if TYPE_CHECKING:
     from evalkit.results.storage import RemoteRunsDir
+    from evalkit.runner.heartbeat import Heartbeat
 
 __all__ = ["Claim", "RunLocked", "Staged", "claim", "run_id_of", "stage_remote"]
 
@@ -184,10 +186,25 @@ class Staged:
     stage: Path  # a local directory of its own, removed when the run ends
     path: str  # the run's directory inside the store's filesystem
     stale: set[str] = field(default_factory=set)  # a resumed run's objects, replaced at the end
+    beat_s: float = 30.0  # seconds between heartbeats
+    heartbeat: Heartbeat | None = None
 
     @property
     def url(self) -> str:
         return self.remote.url_of(self.path)
+
+    def start_heartbeat(self, manifest: dict[str, Any]) -> None:
+        """Upload ``manifest`` (``running``) again every :attr:`beat_s` seconds until the
+        run publishes its end (:meth:`publish`) or is closed."""
+        from evalkit.runner.heartbeat import Heartbeat
+
+        self.heartbeat = Heartbeat(self.remote, f"{self.path}/manifest.json", manifest,
+                                   self.beat_s)
+
+    def stop_heartbeat(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+            self.heartbeat = None
 
     def publish(self, run_dir: Path, manifest_only: bool = False) -> None:
         """Upload ``run_dir``'s files (only its manifest when ``manifest_only``); a failed
@@ -196,6 +213,8 @@ class Staged:
 
         from evalkit.results.storage import publish_order
 
+        if not manifest_only:  # no beat may land over the final manifest
+            self.stop_heartbeat()
         files = [run_dir / "manifest.json"] if manifest_only else \
             publish_order(run_dir.rglob("*"), run_dir)
         *data, manifest = files
@@ -222,19 +241,24 @@ class Staged:
     def close(self) -> None:
         import shutil
 
+        self.stop_heartbeat()
+
         shutil.rmtree(self.stage, ignore_errors=True)
 
 
 def stage_remote(rc: RunConfig, run_id: str) -> Staged:
     """Open and check ``runner.runs_dir`` (a URL); refuse ``runner.report``, a run id already
     there (unless resumed), or a resume of nothing, of a finished run or of one whose writer
-    may still be running; make a local staging directory (holding the manifest of the run
-    being resumed, so that :func:`claim` resumes it)."""
+    may still be running (its heartbeat is fresh, or its pid alive here); make a local
+    staging directory (holding the manifest of the run being resumed, so that :func:`claim`
+    resumes it)."""
     import json
     import tempfile
 
-    from evalkit.results.storage import open_runs_dir, writer_gone
+    from evalkit.results.storage import open_runs_dir, run_stopped
+    from evalkit.runner.heartbeat import heartbeat_interval
 
+    beat_s = heartbeat_interval()
     remote = open_runs_dir(rc.runner.runs_dir, "runner.runs_dir")
     if rc.runner.report:
         raise ConfigError(f"runner.report: no report is written for a run on object storage "
@@ -263,13 +287,16 @@ def stage_remote(rc: RunConfig, run_id: str) -> Staged:
     elif status in DONE:
         raise ConfigError(f"runner.resume: run '{run_id}' finished ({status}); nothing to "
                           "resume")
-    elif status == "running" and not writer_gone(previous.get("writer")):
-        writer = previous.get("writer") or {}
+    elif status == "running" and not run_stopped(previous):
+        writer = previous.get("writer") if isinstance(previous.get("writer"), dict) else {}
         raise ConfigError(f"runner.resume: run '{run_id}' may still be running (its writer: "
-                          f"pid {writer.get('pid', '?')} on {writer.get('host', '?')}); resume "
-                          "it once that process has ended, or choose another run_id")
+                          f"pid {writer.get('pid', '?')} on {writer.get('host', '?')}, last "
+                          f"heartbeat {previous.get('heartbeat_at', 'none')}); resume it once "
+                          "that process has ended (or its heartbeat is a few intervals old), "
+                          "or choose another run_id")
     # private to this user (0700); the caller removes it when the run ends
-    staged = Staged(remote, Path(tempfile.mkdtemp(prefix=f"evalkit-stage-{run_id}-")), path)
+    staged = Staged(remote, Path(tempfile.mkdtemp(prefix=f"evalkit-stage-{run_id}-")), path,
+                    beat_s=beat_s)
     if previous is not None:
         staged.stale = remote.files_under(path)
         run_dir = run_dir_of(staged.stage, rc.experiment, run_id)

@@ -231,8 +231,9 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         "config": rc.composed,
         "sweep_id": (rc.sweep or {}).get("id"), "sweep_job": (rc.sweep or {}).get("job"),
     }
-    if staged is not None:  # readers on this machine can tell when a killed run's writer ended
-        manifest["writer"] = writer_tag()
+    if staged is not None:  # readers anywhere can tell when a killed run's writer ended
+        manifest["writer"] = writer_tag(staged.beat_s)
+        manifest["heartbeat_at"] = datetime.now(timezone.utc).isoformat()
     if run.previous is not None:
         manifest["resumed"] = [*run.previous.get("resumed", []),
                                {"at": started.isoformat(), "from": run.previous.get("status"),
@@ -240,6 +241,7 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     writer.write_manifest(manifest)
     if staged is not None:
         staged.publish(run_dir, manifest_only=True)
+        staged.start_heartbeat(manifest)
     point("run_started")
     judging = Judging(judge_runner, writer, source)
     generating = None if plugins.generate is None else Generating(

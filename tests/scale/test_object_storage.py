@@ -261,6 +261,117 @@ def test_resume_of_a_remote_run_another_machine_may_still_write_is_refused(
     assert out.split() == ["status", "running"]  # (another machine's process: not judged)
 
 
+def _status_elsewhere(url: str, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """``(run_id, status)`` of every run, as a reader on another machine sees them."""
+    import socket
+
+    import evalkit
+
+    with monkeypatch.context() as m:
+        m.setattr(socket, "gethostname", lambda: "a-reader-elsewhere")
+        return evalkit.connect(url, include_unfinished=True).sql(
+            "SELECT run_id, status FROM runs ORDER BY run_id").fetchall()
+
+
+def test_a_killed_remote_run_reads_interrupted_on_any_machine(
+        tmp_path: Path, bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's heartbeat in the bucket: a run killed (SIGKILL) stops beating, and once
+    its last beat is a few intervals old a reader on another machine (where its pid means
+    nothing) shows it interrupted, and a resume from there may finish it."""
+    import time
+
+    from evalkit.results.storage import STALE_BEATS, heartbeat_stale
+
+    url, fs, name = bucket
+    beat = 0.2
+    manifest_path = f"{name}/runs/quickstart/gone/manifest.json"
+    proc = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'",
+                   "runner.run_id=gone", "runner.batch_size=40", "runner.summary=false",
+                   cwd=tmp_path, env=_env(EVALKIT_FAULT="kill@judgment_part#2",
+                                          EVALKIT_HEARTBEAT_S=str(beat)), check=False)
+    assert proc.returncode == -9
+    manifest = json.loads(fs.open_input_file(manifest_path).read())
+    assert manifest["status"] == "running" and manifest["writer"]["heartbeat_s"] == beat
+    # the rule: a beat a little late is live, one older than STALE_BEATS intervals is not
+    from datetime import datetime
+
+    last = datetime.fromisoformat(manifest["heartbeat_at"]).timestamp()
+    assert not heartbeat_stale(manifest, now=last + beat * (STALE_BEATS - 0.5))
+    assert heartbeat_stale(manifest, now=last + beat * (STALE_BEATS + 0.5))
+    # the writer's host is made another machine's: only the heartbeat can tell it stopped
+    manifest["writer"]["host"] = "the-writer-elsewhere"
+    with fs.open_output_stream(manifest_path) as f:
+        f.write(json.dumps(manifest).encode())
+    time.sleep(max(0.0, last + beat * (STALE_BEATS + 1) - time.time()))
+    assert _status_elsewhere(url, monkeypatch) == [("gone", "interrupted")]
+    run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'", "--resume", "gone",
+            "runner.batch_size=40", "runner.summary=false", cwd=tmp_path,
+            env=_env(EVALKIT_HEARTBEAT_S=str(beat)))
+    finished = json.loads(fs.open_input_file(manifest_path).read())
+    assert finished["status"] == "ok" and finished["resumed"][0]["from"] == "running"
+    time.sleep(beat * (STALE_BEATS + 1))  # no beat of the resumed run lands after its end
+    assert json.loads(fs.open_input_file(manifest_path).read()) == finished
+    assert _status_elsewhere(url, monkeypatch) == [("gone", "ok")]
+
+
+def test_a_live_remote_run_keeps_beating_and_is_not_resumed(
+        tmp_path: Path, bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that goes on longer than the staleness bound stays ``running`` to readers
+    elsewhere and cannot be resumed from there; when it ends, its final manifest stays."""
+    import time
+    from datetime import datetime, timezone
+
+    from evalkit.results.storage import STALE_BEATS, open_runs_dir
+    from evalkit.runner.lifecycle import Staged
+
+    url, fs, name = bucket
+    beat = 0.1
+    remote = open_runs_dir(url, "runner.runs_dir")
+    run_dir = tmp_path / "stage/quickstart/live"
+    run_dir.mkdir(parents=True)
+    manifest = {"run_id": "live", "experiment": "quickstart", "status": "running",
+                "writer": {"host": "the-writer-elsewhere", "pid": 1, "heartbeat_s": beat},
+                "heartbeat_at": datetime.now(timezone.utc).isoformat()}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    staged = Staged(remote, tmp_path / "stage", remote.path("quickstart", "live"), beat_s=beat)
+    staged.publish(run_dir, manifest_only=True)
+    staged.start_heartbeat(manifest)
+    try:
+        time.sleep(beat * STALE_BEATS * 2)
+        assert _status_elsewhere(url, monkeypatch) == [("live", "running")]
+        proc = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'",
+                       "--resume", "live", cwd=tmp_path, env=_env(), check=False)
+        assert "may still be running" in _one_line_error(proc, "runner.resume")
+        assert _status_elsewhere(url, monkeypatch) == [("live", "running")]
+        # its end: every beat stops before the final manifest goes up, none lands after it
+        (run_dir / "manifest.json").write_text(json.dumps({**manifest, "status": "failed"}))
+        staged.publish(run_dir)
+    finally:
+        staged.stop_heartbeat()
+    time.sleep(beat * 3)
+    shown = json.loads(fs.open_input_file(f"{name}/runs/quickstart/live/manifest.json").read())
+    assert shown["status"] == "failed"
+    assert _status_elsewhere(url, monkeypatch) == [("live", "failed")]
+
+
+def test_a_bad_heartbeat_interval_is_one_line(tmp_path: Path, bucket,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.errors import ConfigError
+    from evalkit.runner.heartbeat import heartbeat_interval
+
+    url, fs, name = bucket
+    for bad in ("0", "-1", "soon", "nan", "inf"):
+        monkeypatch.setenv("EVALKIT_HEARTBEAT_S", bad)
+        with pytest.raises(ConfigError, match=f"EVALKIT_HEARTBEAT_S: '{bad}'"):
+            heartbeat_interval()
+    monkeypatch.setenv("EVALKIT_HEARTBEAT_S", " 2.5 ")
+    assert heartbeat_interval() == 2.5
+    proc = run_cli("run", "+experiment=quickstart", f"runner.runs_dir='{url}'",
+                   cwd=tmp_path, env=_env(EVALKIT_HEARTBEAT_S="soon"), check=False)
+    assert "soon" in _one_line_error(proc, "EVALKIT_HEARTBEAT_S")
+    assert not _objects(fs, name)  # refused before anything went up
+
+
 def _one_line_error(proc: subprocess.CompletedProcess[str], key: str) -> str:
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
