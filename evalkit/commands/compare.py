@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.commands._output import add_format_arguments, chosen_format, emit, number
-from evalkit.commands._runs import find_run, local_runs_dir
 from evalkit.errors import EvalkitError
 from evalkit.safetext import visible
 
@@ -88,26 +87,29 @@ def _gates(args: argparse.Namespace, run_b: Path) -> list[Any]:
 def main(args: argparse.Namespace) -> int:
     import tempfile
 
+    from evalkit.commands._remote import runs_at
     from evalkit.comparison import compare_runs
     from evalkit.comparison.sides import side_view, split_side
 
-    runs_dir = local_runs_dir(args.runs_dir, "compare")
     if args.n_boot < 0 or args.max_boot < 0:
         raise EvalkitError("compare: --n-boot and --max-boot must be 0 or more")
     if not 0.0 < args.confidence < 1.0:
         raise EvalkitError("compare: --confidence must be within (0, 1)")
     (ref_a, side_a), (ref_b, side_b) = split_side(args.run_a), split_side(args.run_b)
-    run_a = find_run(ref_a, runs_dir, "compare", unfinished=True)
-    run_b = find_run(ref_b, runs_dir, "compare", unfinished=True)
-    from evalkit.results.runfiles import RunFileError, check_run_tables, load_manifest
+    # (runs on object storage are copied to a private directory first: commands/_remote.py)
+    with runs_at(args.runs_dir, "compare") as runs, \
+            tempfile.TemporaryDirectory(prefix="evalkit-sides-") as scratch:
+        run_a = runs.find(ref_a, unfinished=True)
+        run_b = runs.find(ref_b, unfinished=True)
+        runs.labels()
+        from evalkit.results.runfiles import RunFileError, check_run_tables, load_manifest
 
-    for run in (run_a, run_b):  # a run's odd file is one line naming it
-        try:
-            load_manifest(run)
-            check_run_tables(run)
-        except RunFileError as exc:
-            raise EvalkitError(f"compare: {exc}") from None
-    with tempfile.TemporaryDirectory(prefix="evalkit-sides-") as scratch:
+        for run in (run_a, run_b):  # a run's odd file is one line naming it
+            try:
+                load_manifest(run)
+                check_run_tables(run)
+            except RunFileError as exc:
+                raise EvalkitError(f"compare: {exc}") from None
         # RUN:recorded, RUN:candidate: a side of a shadow run, compared as a run of its own
         if side_a is not None:
             run_a = side_view(run_a, side_a, Path(scratch) / "a")
@@ -117,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
                               max_boot=max(args.n_boot, args.max_boot), seed=args.seed,
                               confidence=args.confidence, only=args.metric,
                               correction=args.correction, gates=_gates(args, run_b),
-                              runs_dir=runs_dir)
+                              runs_dir=runs.path)
     fmt = chosen_format(args.format, args.out)
     human = fmt in ("table", "vertical")
     if args.flips:

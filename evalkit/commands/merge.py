@@ -20,7 +20,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evalkit.commands._runs import find_run, local_runs_dir
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.results.names import check_name, run_dir_of
 
@@ -264,16 +263,21 @@ def _held(dirs: list[Path]) -> Iterator[None]:
 
 
 def main(args: argparse.Namespace) -> int:
-    runs_dir = local_runs_dir(args.runs_dir, "merge")
+    from evalkit.commands._remote import runs_at
+
     try:
-        dirs = [find_run(ref, runs_dir, "merge") for ref in args.runs]
-        with _held(dirs):
-            out = merge(dirs, runs_dir)
+        # shards on object storage are copied to a private directory, merged there, and the
+        # merged run uploaded whole, its manifest last (commands/_remote.py)
+        with runs_at(args.runs_dir, "merge") as runs:
+            dirs = [runs.find(ref) for ref in args.runs]
+            with _held(dirs):
+                out = merge(dirs, runs.path)
+            where = runs.publish_run(out)
     except EvalkitError as exc:
         from evalkit.redact import mask
         from evalkit.safetext import visible
 
         print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
         return exc.exit_code
-    print(f"merged {len(dirs)} shards into {out}/")
+    print(f"merged {len(dirs)} shards into {where}/")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from evalkit.commands._runs import find_run, local_runs_dir
+from evalkit.commands._remote import runs_at
 from evalkit.errors import EvalkitError
 from evalkit.redact import mask_tree
 
@@ -41,8 +41,6 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.errors import PluginError
     from evalkit.registry import registry
 
-    run_dir = find_run(args.run, local_runs_dir(args.runs_dir, "push"), "push",
-                       unfinished=args.all_runs)
     try:
         cls = registry().get("sinks", args.to)
     except PluginError as exc:
@@ -53,8 +51,11 @@ def main(args: argparse.Namespace) -> int:
                "judges": args.judges.split(",") if args.judges else None}
     config = validate_dataclass(cls.Config, {k: v for k, v in options.items() if v is not None},
                                 f"push --to {args.to}", f"sink plugin '{args.to}'")
-    # a server's answer may quote a key: what is printed is masked
-    report = mask_tree(cls(args.to, config, None).push(run_dir), by_name=False)
+    # (a run on object storage is copied to a private directory first: commands/_remote.py)
+    with runs_at(args.runs_dir, "push") as runs:
+        run_dir = runs.find(args.run, unfinished=args.all_runs)
+        # a server's answer may quote a key: what is printed is masked
+        report = mask_tree(cls(args.to, config, None).push(run_dir), by_name=False)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evalkit.commands._runs import find_run, local_runs_dir, sweep_runs
+from evalkit.commands._remote import runs_at
 from evalkit.errors import EvalkitError
 
 __all__ = ["add_arguments", "main"]
@@ -46,23 +46,33 @@ def main(args: argparse.Namespace) -> int:
     if args.max_records < 0 or args.text_chars < 1 or args.n_boot < 0:
         raise EvalkitError("report: --max-records, --n-boot must be 0 or more and "
                            "--text-chars at least 1")
-    runs_dir = local_runs_dir(args.runs_dir, "report")
-    dirs: list[Path] = []
-    out = Path(args.out) if args.out else None
-    for ref in args.runs:
-        try:
-            dirs.append(find_run(ref, runs_dir, "report"))
-        except EvalkitError:
-            if Path(ref).is_dir():  # a run directory that cannot be read: that is the error
-                raise
-            jobs = sweep_runs(ref, runs_dir)  # the id `evalkit run -m` printed
-            if not jobs:
-                raise
-            dirs += [find_run(str(d), runs_dir, "report") for d in jobs]
-            if out is None and len(args.runs) == 1:  # where the sweep's own page goes
-                out = jobs[0].parent / f"sweep-{jobs[0].name}"
-    files = write_report(dirs, out,
-                         Limits(args.max_records, args.text_chars), args.n_boot)
-    print(f"wrote {files.html} ({files.html.stat().st_size / 1e6:.1f} MB, "
-          f"{files.seconds:.2f} s), {files.markdown.name}, {files.junit.name}")
+    # runs on object storage are copied to a private directory first, and the page is
+    # uploaded beside the last run (commands/_remote.py)
+    with runs_at(args.runs_dir, "report") as runs:
+        dirs: list[Path] = []
+        out = Path(args.out) if args.out else None
+        for ref in args.runs:
+            try:
+                dirs.append(runs.find(ref))
+            except EvalkitError:
+                if Path(ref).is_dir():  # a run directory that cannot be read: that's the error
+                    raise
+                jobs = runs.sweep(ref)  # the id `evalkit run -m` printed
+                if not jobs:
+                    raise
+                dirs += jobs
+                if out is None and len(args.runs) == 1:  # where the sweep's own page goes
+                    # (here, for a sweep on object storage: it has no directory of its own)
+                    out = Path(f"sweep-{jobs[0].name}") if runs.remote is not None else \
+                        jobs[0].parent / f"sweep-{jobs[0].name}"
+        runs.labels()
+        files = write_report(dirs, out,
+                             Limits(args.max_records, args.text_chars), args.n_boot)
+        written = [files.html, files.markdown, files.junit]
+        where = runs.publish_beside(dirs[-1], written) if out is None else \
+            [str(f) for f in written]
+    print(f"wrote {where[0]} ({files.html.stat().st_size / 1e6:.1f} MB, "
+          f"{files.seconds:.2f} s), {Path(where[1]).name}, {Path(where[2]).name}"
+          if runs.remote is None or out is not None else
+          f"wrote {where[0]} ({files.seconds:.2f} s), {where[1]}, {where[2]}")
     return 0

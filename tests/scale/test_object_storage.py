@@ -464,15 +464,12 @@ def test_credentials_in_the_url_are_stored_nowhere(tmp_path: Path, bucket) -> No
         assert run_dir.startswith(f"s3://{name}/runs/quickstart/")
 
 
-def test_remote_runs_dir_commands_that_need_a_local_one_say_so(tmp_path: Path, bucket) -> None:
+def test_compact_of_a_remote_runs_dir_says_it_needs_a_local_one(tmp_path: Path,
+                                                                 bucket) -> None:
     url, _, _ = bucket
-    for args in [("compact", "--runs-dir", url), ("merge", "latest", "--runs-dir", url),
-                 ("report", "latest", "--runs-dir", url),
-                 ("compare", "a", "b", "--runs-dir", url),
-                 ("push", "latest", "--to", "otlp", "--runs-dir", url)]:
-        proc = run_cli(*args, cwd=tmp_path, env=_env(), check=False)
-        line = _one_line_error(proc, "--runs-dir")
-        assert "local" in line, (args, line)
+    proc = run_cli("compact", "--runs-dir", url, cwd=tmp_path, env=_env(), check=False)
+    line = _one_line_error(proc, "--runs-dir")
+    assert "local" in line, line
 
 
 def test_a_file_url_is_a_runs_dir_through_the_same_layer(tmp_path: Path) -> None:
