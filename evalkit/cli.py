@@ -49,6 +49,18 @@ def _version() -> str:
     return f"evalkit {version('evalkit')}"
 
 
+def _exit(code: int) -> None:
+    """End the process with ``code``. After a command that used a runs directory on S3 the
+    interpreter's own exit is skipped (its output flushed first, every file already closed):
+    the AWS SDK's threads, torn down with it, ended about one process in twenty with
+    std::terminate (exit -6) after the answer was printed (pyarrow 26, apache/arrow#50188)."""
+    if "pyarrow._s3fs" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     command_line = argv is None  # the process's own command: it ends when this returns
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -100,5 +112,5 @@ def main(argv: list[str] | None = None) -> None:
         from evalkit.safetext import visible
 
         print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    sys.exit(code or 0)
+        _exit(exc.exit_code) if command_line else sys.exit(exc.exit_code)
+    _exit(code or 0) if command_line else sys.exit(code or 0)
