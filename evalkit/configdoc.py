@@ -154,8 +154,9 @@ def _shared_bases(configs: dict[str, type]) -> dict[type, list[str]]:
 
 
 def reference() -> str:
-    """The generated part of ``docs/configuration.md``: the runner and alert keys, then every
+    """The generated part of ``docs/configuration.md``: the runner, alert and gate keys, then every
     plugin of evalkit's own distribution, by kind and name."""
+    from evalkit.comparison import GateConfig
     from evalkit.config import AlertConfig, RunnerConfig
     from evalkit.registry import KINDS, registry
 
@@ -166,6 +167,11 @@ def reference() -> str:
     out += ["", "## Alerts", "",
             "Each item of the top-level `alerts:` list:", ""]
     out += key_table(config_keys(AlertConfig))
+    out += ["", "## Gates", "",
+            "Each item of the top-level `gates:` list (or the string form "
+            "`METRIC[@SLICE]:[+|-]TOLERANCE`), checked by `evalkit compare` and "
+            "`runner.baseline` (docs/trust.md):", ""]
+    out += key_table(config_keys(GateConfig))
     reg = registry()
     for kind in KINDS:
         entries = sorted((e for es in reg.entries(kind).values() for e in es
