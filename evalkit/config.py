@@ -49,6 +49,9 @@ class RunnerConfig:
     max_judge_error_rate: float | None = 0.1
     repeats: int = 1  # judge each record this many times (flakiness: the repeatability metric)
     judge_repeats: dict[str, int] = field(default_factory=dict)  # per judge: {NAME: k}
+    # a JSON-lines file of records with frozen judgments ('anchor': {JUDGE: {value|passed}}),
+    # re-judged every run without the cache: anchor.JUDGE.drift rows, alertable
+    anchor: str | None = None
     # a run id or directory: compare this run with it at the end, print the verdicts, write
     # comparison.parquet and flips.parquet, and exit 5 when a gate (gates:) fails
     baseline: str | None = None

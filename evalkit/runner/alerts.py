@@ -74,13 +74,18 @@ def raise_on_fired(alerts: pa.Table, fail_on: str | None) -> None:
                         + "; ".join(a["message"] for a in fired[:3]))
 
 
-def check_alerts(alerts: list[AlertConfig], metrics: list[tuple[PluginInstance, Metric]]
-                 ) -> None:
+def check_alerts(alerts: list[AlertConfig], metrics: list[tuple[PluginInstance, Metric]],
+                 anchored: bool = False) -> None:
     """Raise :class:`ConfigError` (before anything runs) for the first alert that watches a
-    metric name or a slice the run's metrics cannot produce (:meth:`Metric.produces`)."""
+    metric name or a slice the run's metrics cannot produce (:meth:`Metric.produces`);
+    ``anchored``: the run re-judges an anchor set (``anchor.JUDGE.drift`` rows)."""
     if not alerts:
         return
     produced = [plugin.produces() or _undeclared(inst) for inst, plugin in metrics]
+    if anchored:
+        from evalkit.runner.anchor import PRODUCES
+
+        produced.append(PRODUCES)
     for i, alert in enumerate(alerts):
         owners = [p for p in produced
                   if alert.metric in p.names or alert.metric.startswith(p.prefixes)]

@@ -37,6 +37,7 @@ from evalkit.runner.alerts import (
     evaluate_alerts,
     raise_on_fired,
 )
+from evalkit.runner.anchor import anchor_rows, read_anchor
 from evalkit.runner.baseline import check_baseline, find_baseline
 from evalkit.runner.coalesce import coalesced
 from evalkit.runner.generate import Generating
@@ -166,7 +167,9 @@ def _execute(rc: RunConfig, run_id: str, runs_dir: Path, staged: Staged | None,
                        generate=None if rc.generate is None else
                        (rc.generate, _make(rc.generate, ctx)))
     check_metric_references(rc)
-    check_alerts(rc.alerts, plugins.metrics)
+    check_alerts(rc.alerts, plugins.metrics, anchored=bool(rc.runner.anchor))
+    if rc.runner.anchor:
+        read_anchor(rc.runner.anchor, [inst.name for inst in rc.judges])  # before any call
     run = claim(run_dir, run_id, rc)
     finished = False
     try:
@@ -301,6 +304,9 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         t0 = time.perf_counter()
         # a run without metrics never starts DuckDB
         metric_tables = compute_metrics(plugins.metrics, ctx, timings) if rc.metrics else []
+        if rc.runner.anchor and not rc.runner.dry_run:
+            metric_tables.append(conform(anchor_rows(rc, plugins.judges, run_id, run_dir),
+                                         METRICS, {"run_id": run_id}))
         metrics = pa.concat_tables(metric_tables) if metric_tables else METRICS.empty_table()
         metrics = writer.write_table("metrics", metrics)
         point("metrics_written")

@@ -202,6 +202,16 @@ class LlmJudge(AsyncJudge):
         return hashlib.sha256(orjson.dumps(asked, default=str,
                                            option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
+    def uncached(self) -> LlmJudge:
+        """A copy of this judge that neither reads nor fills the response cache (an anchor
+        set's re-judgment: a cached answer would hide a model changed behind its name)."""
+        import copy
+        import dataclasses
+
+        twin = copy.copy(self)
+        twin.policy = dataclasses.replace(self.policy, cache=None)
+        return twin
+
     def for_repeat(self, repeat: int) -> LlmJudge:
         """This judge as it judges repeat ``repeat`` of each record (``runner.repeats``): a
         copy whose calls the response cache keys apart from the other repeats'."""
