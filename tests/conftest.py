@@ -54,6 +54,20 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("EVALKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
+@pytest.fixture
+def fresh_engines():
+    """The judge engines and response-cache handles are process-wide: a test that runs
+    judges in-process starts without any and leaves none behind."""
+    from evalkit.judges.llm import _cache, _engine
+
+    _engine._ENGINES.clear()
+    yield
+    _engine._ENGINES.clear()
+    for cache in _cache._CACHES.values():
+        cache.close()
+    _cache._CACHES.clear()
+
+
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
             check: bool = True) -> subprocess.CompletedProcess[str]:
     """``evalkit ARGS`` in ``cwd``; fails the test with the output when ``check`` and the exit

@@ -16,10 +16,11 @@ from evalkit.comparison import compare_runs
 from evalkit.comparison.sides import side_view, split_side
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.generate.llm import LlmGeneratorConfig, request_messages
-from evalkit.judges.llm import _cache, _engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges" / "llm"))
 from fake_llm_server import FakeLLMServer, Reply  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fresh_engines")  # (tests/conftest.py)
 
 EXPERIMENT = """\
 # @package _global_
@@ -62,16 +63,6 @@ def _rows(n: int = 12) -> list[dict]:
 
 def _one(run: evalkit.Run, sql: str) -> object:
     return run.query(sql).column(0)[0].as_py()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_engines():
-    _engine._ENGINES.clear()
-    yield
-    _engine._ENGINES.clear()
-    for cache in _cache._CACHES.values():
-        cache.close()
-    _cache._CACHES.clear()
 
 
 @pytest.fixture

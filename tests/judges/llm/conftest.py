@@ -15,7 +15,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_llm_server import FakeLLMServer  # noqa: E402
 
 from evalkit.context import RunContext  # noqa: E402
-from evalkit.judges.llm import _cache, _engine  # noqa: E402
 
 
 @pytest.fixture
@@ -27,14 +26,9 @@ def fake_llm():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_engines():
+def _fresh_engines(fresh_engines):
     """Engines and cache handles are process-wide: isolate tests from each other."""
-    _engine._ENGINES.clear()
     yield
-    _engine._ENGINES.clear()
-    for cache in _cache._CACHES.values():
-        cache.close()
-    _cache._CACHES.clear()
 
 
 @pytest.fixture
