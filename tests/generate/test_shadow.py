@@ -208,3 +208,48 @@ def test_side_of_a_run_without_candidates_is_one_error(project: Path) -> None:
         side_view(run.run_dir, "candidate", project / "scratch")
     assert pq.read_table(run.run_dir / "records.parquet").column("side").null_count == \
         run.records.num_rows
+
+
+def test_a_dry_run_prices_the_candidate_and_calls_nothing(project: Path) -> None:
+    from tests.conftest import run_cli, run_dirs
+
+    server = FakeLLMServer().start()
+    try:
+        run_cli("run", "+experiment=chats", "generate=llm", "generate.model=openai/gpt-4o-mini",
+                f"generate.api_base={server.url}", "runner.dry_run=true",
+                "runner.summary=false", cwd=project,
+                env={"EVALKIT_USER_CONF": str(project / "conf")})
+        assert server.requests == []
+    finally:
+        server.stop()
+    (run_dir,) = run_dirs(project, "chats")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "dry_run"
+    estimate = manifest["generate"]["dry_run_estimate"]
+    assert estimate["calls"] == len(_rows()) - 1  # every kept record, one call each
+    assert estimate["input_tokens"] > 0 and estimate["cost_usd"] > 0  # gpt-4o-mini is priced
+    sides = pq.read_table(run_dir / "records.parquet").column("side").to_pylist()
+    assert set(sides) == {"recorded"}
+
+
+@pytest.mark.e2e
+def test_a_sweep_over_candidates_gives_one_run_each_on_the_same_records(project: Path) -> None:
+    from tests.conftest import run_cli, run_dirs
+
+    server = FakeLLMServer().start()
+    try:
+        proc = run_cli("run", "-m", "+experiment=chats", "generate=llm",
+                       "generate.model=openai/cand-a,openai/cand-b",
+                       f"generate.api_base={server.url}", "generate.cache=false",
+                       "runner.summary=false", cwd=project,
+                       env={"EVALKIT_USER_CONF": str(project / "conf")})
+        models = sorted({r["body"]["model"] for r in server.requests})
+    finally:
+        server.stop()
+    assert "2 jobs, 0 failed" in proc.stdout, proc.stdout
+    assert models == ["cand-a", "cand-b"]
+    runs = [evalkit.open_run(str(d)) for d in run_dirs(project, "chats")]
+    candidates = [{r["record_id"] for r in run.records.to_pylist() if r["side"] == "candidate"}
+                  for run in runs]
+    assert len(runs) == 2 and candidates[0] == candidates[1] and len(candidates[0]) == 11
+    assert {run.manifest["sweep_id"] for run in runs} != {None}
