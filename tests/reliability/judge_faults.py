@@ -26,8 +26,15 @@ from tests.reliability.judge_support import (
 
 JUDGE = "hallucination_llm"
 SKIPPED = 40  # failed calls (level ERROR) the pipeline_failure filter sets aside
+# A 429 is retried for rate_limit_budget_s, whatever max_retries says: every record the
+# plan refuses (at most 8 times, Retry-After 50 ms) fits the budget, so none may end
+# rate_limited (a budget running out is tests/judges/llm/test_llm_rate_limits.py's). The
+# plan's 429s come at random, not over a rate: the adaptive controller (benchmarked against
+# real limits in bench/bench_rate_limits.py) is off, as it would pace this endpoint down to
+# one call in flight (measured: 2 calls/s, 231 s for 1,200 records); the pauses stay.
 SETTINGS = {"concurrency": 32, "timeout_s": 1.5, "max_retries": 3, "backoff_s": 0.01,
-            "max_backoff_s": 0.1, "parse_retries": 1}
+            "max_backoff_s": 0.1, "parse_retries": 1, "rate_limit_budget_s": 60,
+            "adaptive": "false"}
 
 
 @dataclass
@@ -79,7 +86,7 @@ def run_faults(tmp: Path, n: int = 1200, seed: int = 7) -> Outcome:
                 "runner.max_judge_error_rate=null",  # the faults are the point here
                 *(f"judges.{JUDGE}.{k}={v}" for k, v in SETTINGS.items())]
         t0 = time.perf_counter()
-        done = evalkit_run(*args, cwd=tmp, timeout=600)
+        done = evalkit_run(*args, cwd=tmp, timeout=240)
         seconds = time.perf_counter() - t0
     finally:
         server.stop()
@@ -121,7 +128,8 @@ def check(judgments: list[dict[str, Any]], manifest: dict[str, Any], plan: Fault
         faulted.update(classes)
         planned = plan.planned.get(row["output"], [])
         if planned:
-            within = sum(k in TRANSIENT for k in planned) <= SETTINGS["max_retries"] and \
+            within = sum(k in TRANSIENT and k != "429" for k in planned) \
+                <= SETTINGS["max_retries"] and \
                 sum(k in ANSWER for k in planned) <= SETTINGS["parse_retries"]
             side = "within" if within else "beyond"
             budget[side] += 1

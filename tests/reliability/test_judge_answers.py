@@ -61,6 +61,7 @@ def test_an_ambiguous_verdict_is_an_error_never_the_first_value(ctx_dir, server)
 
 
 def test_causes_of_call_failures(ctx_dir, server):
+    # a 429 is retried for rate_limit_budget_s, not max_retries: with none left it is an error
     cases = [(Reply(status=429, headers={"Retry-After": "0"}), "rate_limited"),
              (Reply(status=503), "server_error"), (Reply(status=401), "client_error"),
              (Reply(delay=0.6), "timeout"), (Reply(content=""), "empty_answer"),
@@ -68,10 +69,21 @@ def test_causes_of_call_failures(ctx_dir, server):
     for reply, cause in cases:
         server.push(reply)
         [row] = judge(make(HallucinationLlmJudge, ctx_dir, server, max_retries=0,
-                                   parse_retries=0, timeout_s=0.3, cache=False),
+                                   parse_retries=0, timeout_s=0.3, cache=False,
+                                   rate_limit_budget_s=0),
                           records(ROW))
         assert (row["status"], row.get("value"), row["error_cause"]) == \
             ("error", None, cause), row
+
+
+def test_slow_down_within_its_budget_is_never_an_error(ctx_dir, server):
+    """max_retries=0 does not bound a 429: the call is retried while rate_limit_budget_s
+    lasts, and the score is the one of the answer that came after the refusals."""
+    server.push(*[Reply(status=429, headers={"Retry-After": "0"})] * 3,
+                Reply(content='{"reasoning": "r", "score": 0.25}'))
+    [row] = judge(make(HallucinationLlmJudge, ctx_dir, server, max_retries=0,
+                       parse_retries=0, cache=False), records(ROW))
+    assert (row["status"], row["value"], row["attempts"]) == ("ok", 0.25, 4), row
 
 
 def test_structured_output_by_default_and_a_clean_fallback(ctx_dir, server):

@@ -239,6 +239,7 @@ class Engine:
         asked = messages
         transient = 0
         slowed = 0
+        slowed_since: float | None = None  # the call's first "slow down"
         bad_answers = 0
         while True:
             result.attempts += 1
@@ -269,7 +270,12 @@ class Engine:
                 exc = failure
                 if self._learn_unsupported(exc, sent):
                     continue  # the endpoint refused an optional parameter: ask without it
-                if exc.slow_down and time.perf_counter() - t0 < policy.rate_limit_budget_s:
+                if exc.slow_down and slowed_since is None:
+                    # the budget runs from the call's first refusal: time it queued behind
+                    # other calls (the call slots, the pace) before that was no retrying
+                    slowed_since = time.perf_counter()
+                if exc.slow_down and \
+                        time.perf_counter() - (slowed_since or 0.0) < policy.rate_limit_budget_s:
                     # not the call's fault: the controller slowed or paused the endpoint;
                     # without it (adaptive off, no Retry-After) this call backs off alone
                     result.transient_faults += 1

@@ -141,6 +141,17 @@ def test_slow_down_is_retried_for_a_time_budget_not_a_count(ctx, fake_llm):
     assert row["attempts"] > 2 and "rate_limit_budget_s" in row["error"]
 
 
+def test_the_budget_runs_from_the_first_refusal_not_from_the_queue(ctx, fake_llm):
+    """A call that waited its turn (here behind one slow call) longer than the budget is
+    still retried when it is then refused: queueing is not retrying."""
+    fake_llm.push(Reply(delay=0.5), Reply(status=429, delay=0.0, headers={"Retry-After": "0"}))
+    j = make(CorrectnessLlmJudge, ctx, fake_llm, cache=False, concurrency=1,
+             rate_limit_budget_s=0.3)
+    rows = judge(j, records(*ROWS[:2]))
+    _all_ok(rows)
+    assert [r["attempts"] for r in rows] == [1, 2]
+
+
 def test_turned_off_it_keeps_to_the_configured_limits(ctx, slow_llm):
     limits = ProviderLimits(slow_llm, rps=150, retry_after=False, burst_s=0.2)
     rows, stats = _run(ctx, slow_llm, limits, 60, adaptive=False, rate_limit_budget_s=30)
