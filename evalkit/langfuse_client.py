@@ -178,7 +178,7 @@ class LangfuseClient:
                 connector=aiohttp.TCPConnector(limit=self._concurrency), timeout=self._timeout,
                 read_bufsize=_READ_BUFSIZE)
         attempt = 0
-        started = time.monotonic()
+        slowed_since: float | None = None  # the first "slow down": the budget runs from it
         while True:
             wait: float | None = None
             try:
@@ -229,7 +229,9 @@ class LangfuseClient:
                     self.stats.rate_limited += 1
                 problem = f"{status} {_body(body)}"
                 if slow:
-                    if time.monotonic() - started >= self.rate_limit_budget_s:
+                    if slowed_since is None:  # time queued before it was no retrying
+                        slowed_since = time.monotonic()
+                    if time.monotonic() - slowed_since >= self.rate_limit_budget_s:
                         raise SourceError(f"langfuse: {method} {self.host}{path} still "
                                           f"rate-limited after {self.rate_limit_budget_s:g} s; "
                                           f"last: {problem}")

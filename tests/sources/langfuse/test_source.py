@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from fake_server import FakeLangfuse, Fault, SpecValidator, _obs, make_dataset, parse, score
 
 from evalkit.errors import SourceError
+from evalkit.langfuse_client import LangfuseClient
 from evalkit.results.writer import write_json
 from evalkit.sources.langfuse import LangfuseSourceConfig
 from evalkit.sources.langfuse.source import _meta_cursor
@@ -142,6 +145,27 @@ def test_a_429_pauses_every_request_and_is_retried_past_max_retries(
     assert read.fingerprint["complete"] and len(read.by_id()) == 80  # not one page lost
     assert stats["rate_limited"] == 8 and stats["paused_s"] >= 0.05
     assert stats["rate_per_s"] is not None  # it slowed itself down
+
+
+def test_the_429_budget_runs_from_the_first_refusal(fake_v4: FakeLangfuse) -> None:
+    """A request that queued (here behind one holding the only call slot) longer than
+    rate_limit_budget_s is still retried when it is then refused: queueing is not retrying."""
+    path = _obs_path(fake_v4)
+    fake_v4.faults += [Fault(path, 429, retry_after="0")]
+
+    async def go() -> Any:
+        async with LangfuseClient(fake_v4.url, concurrency=1, rate_limit_budget_s=0.3) as c:
+            async def hold() -> None:
+                async with c._semaphore:
+                    await asyncio.sleep(0.5)
+            holder = asyncio.create_task(hold())
+            await asyncio.sleep(0)
+            page = await c.get(path, {"limit": 1})
+            await holder
+            return page, c.stats.rate_limited
+
+    page, refused = asyncio.run(go())
+    assert refused == 1 and "data" in page
 
 
 @pytest.mark.parametrize("body", [b"<html><body>Sign in</body></html>", b"", b'{"data": [',
