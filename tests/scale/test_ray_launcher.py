@@ -110,8 +110,9 @@ def ray_head() -> Iterator[tuple[str, Path]]:
             pytest.fail(f"CI requires the Ray launcher tests, but {missing}")
         pytest.skip(f"RAY LAUNCHER TESTS SKIPPED: {missing}")
     port = _free_port()
-    # short: Ray's socket paths live under it (a Unix socket path has ~107 bytes)
-    temp = Path(tempfile.mkdtemp(prefix="evk-ray-"))
+    # short, so under /tmp whatever TMPDIR is (the suite's own is nested): Ray's socket paths
+    # live under it, and a Unix socket path has ~107 bytes
+    temp = Path(tempfile.mkdtemp(prefix="evk-ray-", dir="/tmp"))
     address = f"127.0.0.1:{port}"
     # a small object store: a container's /dev/shm is often 64 MB
     common = ["--block", "--num-cpus=1", "--node-ip-address=127.0.0.1",
