@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
 from evalkit.errors import ConfigError
@@ -52,6 +52,7 @@ _DENIED = ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoes
 _UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Could not resolve",
                 "Connection refused", "timed out", "Timeout")
 _MANIFEST_READERS = 16  # manifests (or Parquet footers) read at once: small GETs each
+_CHUNK = 8 << 20  # bytes an upload or download copies at a time
 # a running run whose heartbeat is older than this many of its writer's intervals has
 # stopped: one late beat (a slow upload, a busy host) must not make a live run look dead
 STALE_BEATS = 3
@@ -310,23 +311,30 @@ class RemoteRunsDir:
 
     def put(self, path: str, data: bytes) -> None:
         """Write ``data`` to the object at ``path`` (whole, or not at all: see :meth:`upload`)."""
-        import pyarrow.fs as pafs
+        import io
 
-        if not isinstance(self.fs, pafs.S3FileSystem):
-            self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with self.fs.open_output_stream(path) as dst:
-            dst.write(data)
+        self._write(io.BytesIO(data), path)
 
     def upload(self, local: Path, path: str) -> None:
         """Copy the local file ``local`` to ``path``; the object appears when it is whole."""
+        with open(local, "rb") as src:
+            self._write(src, path)
+
+    def download(self, path: str, local: Path) -> None:
+        """Copy the object at ``path`` to the local file ``local``."""
         import shutil
 
+        with self.fs.open_input_stream(path) as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, _CHUNK)
+
+    def _write(self, src: BinaryIO, path: str) -> None:
         import pyarrow.fs as pafs
 
         if not isinstance(self.fs, pafs.S3FileSystem):  # (S3 has no directories to make)
             self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with open(local, "rb") as src, self.fs.open_output_stream(path) as dst:
-            shutil.copyfileobj(src, dst, 8 << 20)
+        with self.fs.open_output_stream(path) as dst:
+            while chunk := src.read(_CHUNK):
+                dst.write(chunk)
 
 
 def writer_tag(heartbeat_s: float) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,6 +184,9 @@ class RunWriter:
         self.n_repeats = 0  # extra judgments of runner.repeats
         self._batch_repeats = 0  # repeat parts written for the batch being judged
         self._progress = progress or Progress()
+        # called once a batch's parts and its progress line are written (a run on object
+        # storage uploads them then, so a resume elsewhere keeps them)
+        self.on_batch_done: Callable[[], None] | None = None
         self.kept_batches = len(self._progress.batches)
         self._batches_done = self.kept_batches
         for k in range(self._progress.parts):
@@ -211,6 +214,8 @@ class RunWriter:
         line = f"{ids_digest(ids)} {self._parts}\n"
         with writing(self.run_dir / PROGRESS), open(self.run_dir / PROGRESS, "a") as f:
             f.write(line)
+        if self.on_batch_done is not None:
+            self.on_batch_done()
         point("batch_done")
 
     def add_records(self, table: pa.Table) -> None:

@@ -10,9 +10,9 @@ everything else the stopped run wrote is removed and written again.
 A run whose runs directory is a URL (object storage) is :class:`Staged`: it runs in a local
 directory of its own, claimed as above, and is uploaded when it starts (its manifest), while
 it runs (the manifest again, as a heartbeat: :mod:`evalkit.runner.heartbeat`) and when it
-ends (everything, the manifest last). Its parts reach the store only at the end, so
-a resume of a remote run judges every batch again (the response cache answers the calls it
-made before) and replaces what the stopped run uploaded."""
+ends (everything, the manifest last). Each batch's judgment parts and then ``.progress``
+are uploaded once the batch is judged; a resume downloads them into its stage, so it judges
+only the batches missing, and replaces the rest of what the stopped run uploaded."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from evalkit.errors import ConfigError, EvalkitError, RunDirError
 from evalkit.redact import mask
 from evalkit.results.names import run_dir_of, run_key_of
 from evalkit.results.runs import FINISHED, LOCK, read_manifest
-from evalkit.results.writer import Progress, writing
+from evalkit.results.writer import PROGRESS, Progress, writing
 
 if TYPE_CHECKING:
     from evalkit.results.storage import RemoteRunsDir
@@ -188,6 +188,23 @@ class Staged:
     stale: set[str] = field(default_factory=set)  # a resumed run's objects, replaced at the end
     beat_s: float = 30.0  # seconds between heartbeats
     heartbeat: Heartbeat | None = None
+    sent: set[str] = field(default_factory=set)  # judgment files uploaded as the run went
+
+    def upload_progress(self, run_dir: Path) -> None:
+        """Upload the judgment files written since the last call, then ``.progress`` (which
+        names them): a resume, from any machine, keeps the batches it lists."""
+        new = [p for p in sorted((run_dir / "judgments").glob("*.parquet"))
+               if p.name not in self.sent]
+        self._upload_all(run_dir, new)
+        self.sent.update(p.name for p in new)
+        self._upload(run_dir, run_dir / PROGRESS)
+
+    def _upload_all(self, run_dir: Path, files: list[Path]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if files:  # (at once: an upload is mostly waiting)
+            with ThreadPoolExecutor(min(_UPLOADS, len(files))) as pool:
+                list(pool.map(lambda f: self._upload(run_dir, f), files))
 
     @property
     def url(self) -> str:
@@ -209,24 +226,25 @@ class Staged:
     def publish(self, run_dir: Path, manifest_only: bool = False) -> None:
         """Upload ``run_dir``'s files (only its manifest when ``manifest_only``); a failed
         upload is one line naming ``runner.runs_dir``."""
-        from concurrent.futures import ThreadPoolExecutor
-
         from evalkit.results.storage import publish_order
 
-        if not manifest_only:  # no beat may land over the final manifest
-            self.stop_heartbeat()
-        files = [run_dir / "manifest.json"] if manifest_only else \
-            publish_order(run_dir.rglob("*"), run_dir)
+        if manifest_only:
+            self._upload(run_dir, run_dir / "manifest.json")
+            return
+        self.stop_heartbeat()  # no beat may land over the final manifest
+        files = publish_order(run_dir.rglob("*"), run_dir)
+        if (run_dir / PROGRESS).exists():  # (stopped: what a resume keeps)
+            files.insert(-1, run_dir / PROGRESS)
         *data, manifest = files
-        if data:  # the data files at once (an upload is mostly waiting) ...
-            with ThreadPoolExecutor(min(_UPLOADS, len(data))) as pool:
-                list(pool.map(lambda f: self._upload(run_dir, f), data))
-        if not manifest_only and self.stale:  # (parts of the stopped run not written again)
-            written = {f"{self.path}/{f.relative_to(run_dir).as_posix()}" for f in files}
-            for path in sorted(self.stale - written):
-                with contextlib.suppress(FileNotFoundError):
-                    self.remote.fs.delete_file(path)
-            self.stale = set()
+        # the data files (those sent as the run went are in place) ...
+        self._upload_all(run_dir, [f for f in data if f.parent.name != "judgments"
+                                   or f.name not in self.sent])
+        written = {f"{self.path}/{f.relative_to(run_dir).as_posix()}" for f in files}
+        # (parts of the stopped run not written again, a finished run's progress)
+        for path in sorted((self.stale | {f"{self.path}/{PROGRESS}"}) - written):
+            with contextlib.suppress(FileNotFoundError):
+                self.remote.fs.delete_file(path)
+        self.stale = set()
         self._upload(run_dir, manifest)  # ... and the manifest once they are all in place
 
     def _upload(self, run_dir: Path, local: Path) -> None:
@@ -302,4 +320,31 @@ def stage_remote(rc: RunConfig, run_id: str) -> Staged:
         run_dir = run_dir_of(staged.stage, rc.experiment, run_id)
         run_dir.mkdir(parents=True)
         (run_dir / "manifest.json").write_text(json.dumps(previous))
+        _download_kept(staged, run_dir)
     return staged
+
+
+def _download_kept(staged: Staged, run_dir: Path) -> None:
+    """Bring the stopped run's ``.progress`` and judgment files into the stage, so the run
+    is resumed as a local one (:func:`claim` keeps the parts ``.progress`` names and
+    removes the rest)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    progress = f"{staged.path}/{PROGRESS}"
+    if progress not in staged.stale:  # (uploaded after a batch: none finished)
+        return
+    (run_dir / "judgments").mkdir()
+    wanted = [p for p in staged.stale if p.rsplit("/", 2)[-2:-1] == ["judgments"]
+              and p.endswith(".parquet") and not p.rsplit("/", 1)[-1].startswith(".")]
+
+    def fetch(path: str) -> None:
+        local = run_dir / path[len(staged.path) + 1:]
+        try:
+            staged.remote.download(path, local)
+        except OSError as exc:
+            raise RunDirError(f"runner.resume: cannot download {staged.remote.url_of(path)} "
+                              f"({mask(str(exc))[:200]}); check the storage and its "
+                              "credentials, and run again") from None
+
+    with ThreadPoolExecutor(_UPLOADS) as pool:
+        list(pool.map(fetch, [progress, *sorted(wanted)]))

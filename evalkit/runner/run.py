@@ -226,6 +226,8 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     judge_runner = JudgeRunner(plugins.judges, run_id, rc.runner.dry_run,
                                repeats_of(rc, plugins.judges))
     writer = RunWriter(run_dir, run.progress)
+    if staged is not None:  # each batch's parts go up once it is judged: a resume keeps them
+        writer.on_batch_done = lambda: staged.upload_progress(run_dir)
     timings: dict[str, float] = {}
     manifest: dict[str, Any] = {
         "run_id": run_id, "experiment": rc.experiment, "status": "running",

@@ -230,7 +230,7 @@ def test_killed_or_failed_run_on_s3_is_never_read_as_ok(tmp_path: Path, bucket, 
     assert out.split() == ["run_id,status,records,judgments,metrics,latest",
                            f"hurt,{shown},0,0,0,0"]
 
-    # finished with --resume: every batch judged again (from the cache), the stopped run's
+    # finished with --resume: the batches .progress lists kept, the stopped run's other
     # objects replaced, one written by nobody since (a stray part) removed
     stray = f"{name}/runs/quickstart/hurt/judgments/part-00099.parquet"
     with fs.open_output_stream(stray) as f:
@@ -370,6 +370,102 @@ def test_a_bad_heartbeat_interval_is_one_line(tmp_path: Path, bucket,
                    cwd=tmp_path, env=_env(EVALKIT_HEARTBEAT_S="soon"), check=False)
     assert "soon" in _one_line_error(proc, "EVALKIT_HEARTBEAT_S")
     assert not _objects(fs, name)  # refused before anything went up
+
+
+_RESUMED_EXPERIMENT = """# @package _global_
+defaults:
+  - override /source: jsonl
+  - override /judges: [hallucination_llm]
+
+experiment: resumed
+source:
+  path: ${evalkit.data:begin_wow.jsonl}
+  record_id: id
+judges:
+  hallucination_llm:
+    model: openai/judge-a
+    api_base: ${oc.env:EVALKIT_JUDGE_API_BASE}
+    cache: false
+"""
+
+
+@pytest.fixture
+def fake_judge():
+    """The fake OpenAI-compatible judge server of the LLM judge tests, counting calls."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "judges" / "llm"))
+    try:
+        from fake_llm_server import FakeLLMServer
+    finally:
+        sys.path.pop(0)
+    server = FakeLLMServer().start()
+    yield server
+    server.stop()
+
+
+def test_a_resumed_remote_run_judges_only_what_is_missing(tmp_path: Path, bucket,
+                                                          fake_judge) -> None:
+    """Each batch's judgment parts and ``.progress`` go up once the batch is judged; a
+    resume after a kill downloads them and judges only the batches that were missing (the
+    cache is off: every judgment is a call to the fake judge)."""
+    url, fs, name = bucket
+    (tmp_path / "conf/experiment").mkdir(parents=True)
+    (tmp_path / "conf/experiment/resumed.yaml").write_text(_RESUMED_EXPERIMENT)
+    args = ["run", "+experiment=resumed", f"runner.runs_dir='{url}'", "source.limit=60",
+            "source.batch_size=20", "runner.summary=false"]
+    env = _env(EVALKIT_JUDGE_API_BASE=fake_judge.url, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    killed = run_cli(*args, "runner.run_id=cut", cwd=tmp_path,
+                     env={**env, "EVALKIT_FAULT": "kill@batch_done#2"}, check=False)
+    assert killed.returncode == -9, killed.stderr
+    run = f"{name}/runs/resumed/cut"
+    kept = {k.removeprefix("runs/resumed/cut/") for k in _objects(fs, name)}
+    assert {".progress", "judgments/part-00000.parquet", "judgments/part-00001.parquet",
+            "manifest.json"} <= kept
+    assert len(fs.open_input_file(f"{run}/.progress").read().splitlines()) == 2
+    before = len(fake_judge.requests)
+    run_cli(*args, "--resume", "cut", cwd=tmp_path, env=env)
+    assert len(fake_judge.requests) - before == 20  # the third batch only
+    manifest = json.loads(fs.open_input_file(f"{run}/manifest.json").read())
+    assert manifest["status"] == "ok" and manifest["resumed"][0]["kept_batches"] == 2
+    assert manifest["n_judgments"] == 60
+    assert ".progress" not in {k.rsplit("/", 1)[-1] for k in _objects(fs, name)}
+    import evalkit
+
+    rows = evalkit.connect(url).sql("SELECT count(*), count(DISTINCT record_id) FROM "
+                                    "judgments WHERE status = 'ok'").fetchall()
+    assert rows == [(60, 60)]
+
+
+def test_a_failed_part_upload_is_one_line_and_its_batch_is_not_kept(
+        tmp_path: Path, bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part whose upload fails as the run goes: one line naming runner.runs_dir, and
+    ``.progress`` is not sent after it, so no resume counts that batch as done."""
+    from evalkit.errors import RunDirError
+    from evalkit.results.storage import RemoteRunsDir, open_runs_dir
+    from evalkit.runner.lifecycle import Staged
+
+    url, fs, name = bucket
+    remote = open_runs_dir(url, "runner.runs_dir")
+    run_dir = tmp_path / "run"
+    (run_dir / "judgments").mkdir(parents=True)
+    for k in range(2):
+        (run_dir / f"judgments/part-{k:05d}.parquet").write_bytes(b"part")
+    (run_dir / ".progress").write_text("digest 2\n")
+    real = RemoteRunsDir.upload
+
+    def upload(self, local: Path, path: str) -> None:
+        if local.name == "part-00001.parquet":
+            raise OSError("connection reset mid-file")
+        real(self, local, path)
+
+    monkeypatch.setattr(RemoteRunsDir, "upload", upload)
+    staged = Staged(remote, tmp_path, remote.path("quickstart", "cut"))
+    with pytest.raises(RunDirError) as caught:
+        staged.upload_progress(run_dir)
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith("runner.runs_dir: cannot upload "
+                                                 "part-00001.parquet")
+    assert "connection reset" in line
+    assert set(_objects(fs, name)) == {"runs/quickstart/cut/judgments/part-00000.parquet"}
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str], key: str) -> str:
