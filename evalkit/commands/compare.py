@@ -162,5 +162,17 @@ def print_comparison(result: Any, fmt: str = "table", out: str | None = None) ->
                      f"{number(r['system_delta'])} "
                      f"{_ci(r['system_ci_low'], r['system_ci_high'])} "
                      f"({r['n_same_output']} of {r['n_pairs']} outputs unchanged)")
+    if result.corrected:
+        lines.append("corrected by human labels (PPI++ on the paired differences):")
+    for c in result.corrected:
+        value = ("no value: " + str(c["undefined"]) if c["value"] is None else
+                 f"{number(c['value'])} {_ci(c['ci_low'], c['ci_high'])} "
+                 f"({c['n_labelled']} records labelled in both of {c['n_shared']})")
+        line = (f"  {c['metric']}: B − A corrected {value} · judge alone "
+                f"{number(c['judge_delta'])} {_ci(c['judge_ci_low'], c['judge_ci_high'])}")
+        if c.get("human_delta") is not None:
+            line += (f" · labels alone {number(c['human_delta'])} "
+                     f"{_ci(c['human_ci_low'], c['human_ci_high'])}")
+        lines.append(line)
     for line in lines if out is None else []:
         print(visible(line))
