@@ -27,7 +27,7 @@ quickstart: install
 test: install-test
 	$(BIN)/python -m ruff check evalkit plugins tests bench
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 bench: install-test
 	for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done
