@@ -139,7 +139,9 @@ def repeats_of(rc: Any, judges: list[tuple[PluginInstance, Judge]]) -> dict[str,
 def provenance(inst: PluginInstance, plugin: Judge) -> str:
     """``judgments.produced_by`` of a judge: its model, a digest of its class and config, a
     digest of its prompt (LLM judges: ``prompt_fingerprint``), its distribution's version and
-    evalkit's, as JSON. Digests only: a config's endpoint URL never reaches the table."""
+    evalkit's, as JSON. Digests only: a config's endpoint URL never reaches the table. The
+    keys a config names in its ``operational`` class attribute (where and how fast calls are
+    made) are left out: they do not change a verdict."""
     import dataclasses
     import hashlib
     from importlib.metadata import version
@@ -148,7 +150,11 @@ def provenance(inst: PluginInstance, plugin: Judge) -> str:
     from evalkit.results.schemas import json_text
 
     config = getattr(plugin, "config", None)
-    asked = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else repr(config)
+    if dataclasses.is_dataclass(config):
+        skip = getattr(config, "operational", frozenset())
+        asked: Any = {k: v for k, v in dataclasses.asdict(config).items() if k not in skip}
+    else:
+        asked = repr(config)
     text = json_text([type(plugin).__module__, type(plugin).__qualname__, asked]) or ""
     entries = registry().entries("judges").get(inst.plugin)
     plugin_version = f"{entries[0].distribution}=={entries[0].version}" if entries else None

@@ -74,6 +74,15 @@ class LlmJudgeConfig:
     # stored with origin 'offline' and marked in the summary (for pipelines without a model)
     offline: bool = False
 
+    # keys that say where, how fast and how patiently calls are made, never what is asked or
+    # how the answer is read: left out of judgments.produced_by's config digest, so a new
+    # endpoint port or concurrency is not a judge change (and a resume matches a clean run)
+    operational: ClassVar[frozenset[str]] = frozenset({
+        "api_base", "api_key_env", "transport", "concurrency", "rpm", "tpm", "adaptive",
+        "rate_limit_budget_s", "timeout_s", "max_response_bytes", "max_retries", "backoff_s",
+        "max_backoff_s", "cache", "cache_refresh", "input_cost_per_mtok",
+        "output_cost_per_mtok", "progress"})
+
     def validate(self) -> None:
         if self.transport not in TRANSPORTS:
             raise ValueError(f"transport: {self.transport!r} is not one of "

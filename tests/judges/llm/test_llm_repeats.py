@@ -60,3 +60,23 @@ def test_every_judgment_says_what_produced_it(fake_llm, ctx):
              concurrency=2)
     assert a.prompt_fingerprint() != b.prompt_fingerprint()
     assert a.prompt_fingerprint() == c.prompt_fingerprint()
+
+
+def test_the_config_digest_follows_what_is_asked_not_where_or_how_fast(fake_llm, ctx):
+    """A new endpoint port, concurrency or timeout is not a judge change (a resume against a
+    restarted server matches a clean run); a new temperature or criteria is."""
+    import json
+
+    from evalkit.judges.llm.geval import GEvalJudge
+    from evalkit.runner.judging import provenance
+
+    def digest(**options) -> str:
+        judge = make(GEvalJudge, ctx, fake_llm, criteria="Is it correct?", **options)
+        inst = PluginInstance("judges", "j", "geval", GEvalJudge, judge.config)
+        return json.loads(provenance(inst, judge))["config_sha256"]
+
+    same = digest()
+    assert digest(api_base="http://127.0.0.1:1/v1", concurrency=2, timeout_s=5.0,
+                  rpm=60, max_retries=0, cache=False, progress=False) == same
+    assert digest(temperature=0.5) != same
+    assert digest(max_tokens=10) != same
