@@ -208,7 +208,8 @@ def test_a_sweep_runs_as_ray_tasks_with_the_sweeps_environment(
             f"judges.hallucination_llm.api_base={base}",
             "hydra/launcher=ray", f"hydra.launcher.ray.init.address={address}",
             "runner.summary=false", cwd=tmp_path, check=False,
-            env={**_env(), "RAYTEST_API_KEY": KEY, "TMPDIR": str(tmp_path / "tmp"),
+            env={**_env(), "COLUMNS": "200", "RAYTEST_API_KEY": KEY,
+                 "TMPDIR": str(tmp_path / "tmp"),
                  "EVALKIT_CACHE_DIR": str(tmp_path / "cache")})
         out = proc.stdout + proc.stderr
         # the bad job's own exit code (a config error): the sweep says which job failed
@@ -325,7 +326,8 @@ def test_a_job_whose_ray_worker_dies_fails_alone(
             "judges.hallucination_llm.model=openai/judge-a,openai/judge-b,openai/judge-c",
             "hydra/launcher=ray", f"hydra.launcher.ray.init.address={address}",
             "runner.summary=false", cwd=tmp_path, check=False,
-            env={**_env(), "RAYTEST_API_KEY": KEY, "TMPDIR": str(tmp_path / "tmp"),
+            env={**_env(), "COLUMNS": "200", "RAYTEST_API_KEY": KEY,
+                 "TMPDIR": str(tmp_path / "tmp"),
                  "EVALKIT_CACHE_DIR": str(tmp_path / "cache")})
         assert killed, "no worker on the second node was killed"
         dead = ["judge-a", "judge-b", "judge-c"].index(killed[0][1])
