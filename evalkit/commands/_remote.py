@@ -105,7 +105,6 @@ class Runs:
         from concurrent.futures import ThreadPoolExecutor
 
         assert self.remote is not None
-        fs = self.remote.fs
 
         def one(path: str) -> None:
             rel = path[len(prefix) + 1:]
@@ -114,8 +113,7 @@ class Runs:
             target = local / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                with fs.open_input_stream(path) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 8 << 20)
+                self.remote.download(path, target)
             except OSError as exc:
                 raise RunDirError(f"{self.command} --runs-dir: cannot read "
                                   f"{self.remote.url_of(path)} ({mask(str(exc))[:200]}); "

@@ -47,10 +47,6 @@ class JudgeBiasMetric(Metric):
     higher_is_better = None
     thread_safe = True
 
-    def __init__(self, name: str, config: JudgeBiasConfig, ctx: object) -> None:
-        self.name = name
-        self.config = config
-
     def produces(self) -> Produces:
         stats = ("length_slope", "length_controlled", "self_preference", "swap_consistency",
                  "first_position")

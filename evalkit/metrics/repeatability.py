@@ -56,10 +56,6 @@ class RepeatabilityMetric(Metric):
     higher_is_better = None
     thread_safe = True
 
-    def __init__(self, name: str, config: RepeatabilityConfig, ctx: object) -> None:
-        self.name = name
-        self.config = config
-
     def produces(self) -> Produces:
         return Produces(tuple(f"{self.name}.{s}" for s in STATISTICS),
                         slice_by=tuple(self.config.slice_by))
