@@ -21,21 +21,42 @@ def parts_of(path: str) -> Parts:
 
 
 def walk(obj: Any, parts: Parts) -> Any:
-    """The value at ``parts`` in ``obj``; ``None`` when any step is absent."""
-    for part in parts:
+    """The value at ``parts`` in ``obj``; ``None`` when any step is absent. Where the plain
+    keys lead to no value, an object may hold a key with dots in it (OpenTelemetry
+    attributes: ``attributes.gen_ai.request.model`` reads ``{"attributes":
+    {"gen_ai.request.model": ...}}``): the longest run of the remaining steps, joined by
+    dots, that is one of its keys is taken."""
+    return _walk(obj, parts, 0)
+
+
+def _walk(obj: Any, parts: Parts, i: int) -> Any:
+    n = len(parts)
+    while i < n:
+        part = parts[i]
         if type(obj) is str and obj[:1] in ("{", "["):
             try:
                 obj = orjson.loads(obj)
             except orjson.JSONDecodeError:
                 return None
-        if type(part) is int:
-            if type(obj) is not list or part >= len(obj):
+        if type(part) is int and type(obj) is list:
+            if part >= len(obj):
                 return None
             obj = obj[part]
         elif isinstance(obj, dict):
-            obj = obj.get(part)
+            if type(part) is str and part in obj:
+                if i + 1 == n:
+                    return obj[part]
+                found = _walk(obj[part], parts, i + 1)
+                if found is not None:
+                    return found
+            for j in range(n, i + 1, -1):  # (the plain keys found nothing: dotted ones)
+                key = ".".join(map(str, parts[i:j]))
+                if key in obj:
+                    return _walk(obj[key], parts, j)
+            return None
         else:
             return None
+        i += 1
     return obj
 
 
@@ -59,6 +80,8 @@ def getter(path: str) -> Getter:
             v = obj.get(outer)
             if type(v) is dict:
                 return v.get(inner)
+            if v is None:
+                return obj.get(path)  # a key with a dot in it
             return walk(v, [inner]) if type(v) is str else None
 
         return two_keys

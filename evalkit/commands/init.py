@@ -84,7 +84,7 @@ def starter_files(data: str | None, name: str,
                   forced: dict[str, str] | None = None) -> tuple[dict[str, str], str]:
     """The experiment (and a judge preset) ``evalkit init`` writes for ``data``, and the
     proposal it prints: only the metrics the mapped columns can feed."""
-    from evalkit.commands.init_mapping import SHOWN, io_text, propose, sample_rows
+    from evalkit.commands.init_mapping import SHOWN, io_text, is_messages, propose, sample_rows
     from evalkit.sources._mapping import MAPPABLE
 
     if not re.fullmatch(r"[A-Za-z0-9_\-]+", name):
@@ -107,8 +107,11 @@ def starter_files(data: str | None, name: str,
             (".csv", ".tsv")) else "jsonl"
     mapping = propose(sample_rows(Path(sample)), forced)
     found = mapping.proposals
+    # a column read by its own name is left out, but for a message list: one named in
+    # fields is read as its text (the last user message), the list kept in metadata
     fields = {c: found[c].spec() for c in SHOWN
-              if c in found and c != "record_id" and found[c].spec() != c}
+              if c in found and c != "record_id" and (found[c].spec() != c or (
+                  c in ("input", "output") and is_messages(found[c].example)))}
     judges = ["pipeline_failure"] + (["prompt_echo"] if "input" in found else []) + \
         (["exact_match"] if "reference" in found else [])
     metrics = ["pipeline_failure_rate"] + (["echo_rate"] if "input" in found else []) + \

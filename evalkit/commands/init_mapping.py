@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
+from evalkit.sources._chat import blocks_of, message_text
 from evalkit.sources._transforms import spec_key
 
-__all__ = ["SHOWN", "Mapping", "Proposal", "describe", "io_text", "propose", "sample_rows"]
+__all__ = ["SHOWN", "Mapping", "Proposal", "describe", "io_text", "is_messages", "propose",
+           "sample_rows"]
 
 SAMPLE_ROWS = 500
 _MAX_DEPTH = 8
@@ -84,6 +86,8 @@ class Mapping:
     proposals: dict[str, Proposal]
     unmapped: list[tuple[str, Any]]
     n_rows: int
+    # what could not be mapped, and why (a duration the rows hold only as start and end)
+    notes: list[str] = field(default_factory=list)
 
 
 def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
@@ -120,7 +124,8 @@ def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
     return rows
 
 
-def _is_messages(value: Any) -> bool:
+def is_messages(value: Any) -> bool:
+    """Whether ``value`` is a list of chat messages (objects with a role and content)."""
     return isinstance(value, list) and bool(value) and all(
         isinstance(m, dict) and "role" in m and ("content" in m or "parts" in m)
         for m in value)
@@ -154,18 +159,25 @@ def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, str, Any]]:
     value = _parsed(value)
     if value is None:
         return
-    if _is_messages(value):
+    if is_messages(value):
         yield path, "messages", value
         return
     if isinstance(value, dict):
         yield path, "object", value
         if depth < _MAX_DEPTH:
             for key, inner in value.items():
-                # a key with a dot cannot be named in a dotted path
-                if isinstance(key, str) and key and "." not in key and not key.isdigit():
+                # a key with dots (OpenTelemetry's ``gen_ai.request.model``) is named by its
+                # steps below the top level (evalkit.paths.walk joins them back); a row's
+                # own keys are read by their first step, so a dotted one there cannot be
+                if isinstance(key, str) and key and not key.isdigit() and \
+                        (path or "." not in key):
                     yield from _walk(inner, f"{path}.{key}" if path else key, depth + 1)
         return
     if isinstance(value, list):
+        blocks = blocks_of(value)
+        if blocks is not None:  # content blocks: their text is what the source reads
+            yield path, "text", message_text({"content": blocks})
+            return
         yield path, "list", value
         if value and isinstance(value[0], dict) and depth < _MAX_DEPTH:
             yield from _walk(value[0], f"{path}.0", depth + 1)  # choices.0.message.content
@@ -232,7 +244,8 @@ _ROLES = (
            "elapsed", "elapsed_ms", "response_time", "response_time_ms", "latency_seconds"),
           ("latency", "duration", "elapsed", "time_ms", "ms")),
     _Role("cost_usd", ("number",), ("cost", "cost_usd", "total_cost", "calculated_total_cost",
-                                     "price", "usd"), ("cost", "price", "usd")),
+                                     "price", "usd", "spend", "response_cost"),
+          ("cost", "price", "usd", "spend")),
     _Role("record_id", ("text", "number"),
           ("id", "record_id", "uuid", "request_id", "example_id", "sample_id", "item_id",
            "test_id", "row_id", "call_id", "log_id", "generation_id", "observation_id"),
@@ -310,8 +323,9 @@ def _score(role: _Role, path: str, st: _Stat, n_rows: int) -> tuple[float, bool]
     if role.column in ("input_tokens", "output_tokens") and not (
             enclosing & set(role.context) or "tokens" in steps[-1]):
         return None  # `input` or `completion` alone, outside a usage object, is no count
-    if role.column == "record_id" and len(st.values) < min(st.present, 50):
-        return None  # an id is distinct in every sampled row
+    if role.column == "record_id" and (len(st.values) < min(st.present, 50) or set(
+            steps[-1]) & {"trace", "session", "parent", "user", "conversation", "thread"}):
+        return None  # an id is distinct in every sampled row; a trace's id is not a call's
     return score, sure
 
 
@@ -335,8 +349,13 @@ def _level_map(st: _Stat, path: str) -> tuple[dict[Any, str] | None, bool, str] 
     """The map from ``path``'s values to levels (ERROR for failures), or ``None`` when the
     values are levels already; ``None`` overall when nothing in them reads as a failure."""
     values = list(st.values)
+    codes = [_number(v) for v in values]
+    if st.share("number") >= 0.8 and set(codes) <= {0.0, 1.0, 2.0} and 2.0 in codes and \
+            "status" in {w for s in _words(path) for w in s}:
+        # an OpenTelemetry span status: 0 unset, 1 ok, 2 error
+        return ({v: ("ERROR" if _number(v) == 2 else "DEFAULT") for v in values}, True,
+                "span status code: 2 (ERROR) taken as failures")
     if st.share("number") >= 0.8:  # an HTTP status: 4xx and 5xx are failed calls
-        codes = [_number(v) for v in values]
         if not all(c is not None and 100 <= c < 600 for c in codes) or \
                 not any(c is not None and c >= 400 for c in codes):
             return None
@@ -389,43 +408,70 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
     for role in _ROLES:
         if role.column in proposals:
             continue
-        best: tuple[float, bool, str] | None = None
+        fits = []
         for path, st in stats.items():
             if path in taken or any(path.startswith(t + ".") for t in taken
                                     if stats[t].share("messages") > 0):
                 continue
             fit = _score(role, path, st, n)
-            if fit is not None and (best is None or fit[0] > best[0]):
-                best = (fit[0], fit[1], path)
-        if best is None:
-            continue
-        _, sure, path = best
-        st = stats[path]
-        proposal = Proposal(role.column, path, st.example, not sure)
-        if role.column == "latency_s":
-            scale, guessed, why = _latency(path, st)
-            proposal = Proposal(role.column, path, st.example, not sure or guessed, why, scale)
-        elif role.column == "level":
-            found = _level_map(st, path)
-            if found is None:
-                continue
-            value_map, guessed, why = found
-            proposal = Proposal(role.column, path, st.example, not sure or guessed, why,
-                                value_map=value_map)
-        elif role.column == "user_action":
-            action = _action_map(st, path)
-            if action is None:
-                continue
-            proposal = Proposal(role.column, path, st.example, True, value_map=action)
-        proposals[role.column] = proposal
-        taken.add(path)
+            if fit is not None:
+                fits.append((fit[0], fit[1], path))
+        # best first (the first path found wins a tie); a level or user action whose values
+        # read as neither gives way to the next path (stop_reason beside an HTTP status)
+        for _, sure, path in sorted(fits, key=lambda f: -f[0]):
+            proposal = _proposal(role.column, path, stats[path], sure)
+            if proposal is not None:
+                proposals[role.column] = proposal
+                taken.add(path)
+                break
     if "output" not in proposals:
         raise ConfigError(_no_output(stats))
     # leaves no proposal reads, beside them or under them (objects are their leaves)
     unmapped = [(path, st.example) for path, st in stats.items()
                 if st.share("object") < 1 and path not in taken and
                 not any(path.startswith(t + ".") or t.startswith(path + ".") for t in taken)]
-    return Mapping(proposals, unmapped, n)
+    return Mapping(proposals, unmapped, n, _notes(rows, stats, proposals))
+
+
+def _notes(rows: list[dict[str, Any]], stats: dict[str, _Stat],
+           proposals: dict[str, Proposal]) -> list[str]:
+    """Why a column the data seems to hold was not mapped."""
+    notes = []
+    dotted = sorted({k for row in rows for k in row if isinstance(k, str) and "." in k})
+    if dotted:
+        notes.append(f"keys with a dot at the top of a row ({', '.join(dotted[:4])}"
+                     f"{' …' if len(dotted) > 4 else ''}) are not read: a field path's first "
+                     "step is a whole key; nest them under one key (attributes) to map them")
+    if "latency_s" not in proposals:
+        def ends(word: str) -> list[str]:
+            return [p for p in stats if {word} & {w for st in _words(p) for w in st}
+                    and stats[p].share("number", "text") >= 0.8]
+        start, end = ends("start"), ends("end")
+        if start and end:
+            notes.append(f"latency_s: the rows have a start ({start[0]}) and an end "
+                         f"({end[0]}) but no duration, and fields do not subtract; add a "
+                         "duration to the file, or leave latency out")
+    return notes
+
+
+def _proposal(column: str, path: str, st: _Stat, sure: bool) -> Proposal | None:
+    """``column`` read from ``path``, with the transforms its values need; ``None`` when a
+    level or user action cannot be read from them."""
+    if column == "latency_s":
+        scale, guessed, why = _latency(path, st)
+        return Proposal(column, path, st.example, not sure or guessed, why, scale)
+    if column == "level":
+        found = _level_map(st, path)
+        if found is None:
+            return None
+        value_map, guessed, why = found
+        return Proposal(column, path, st.example, not sure or guessed, why,
+                        value_map=value_map)
+    if column == "user_action":
+        action = _action_map(st, path)
+        return None if action is None else \
+            Proposal(column, path, st.example, True, value_map=action)
+    return Proposal(column, path, st.example, not sure)
 
 
 def _object_output(path: str, st: _Stat, stats: dict[str, _Stat]) -> str:
@@ -450,7 +496,7 @@ def _no_output(stats: dict[str, _Stat]) -> str:
 
 def describe(value: Any, width: int = 48) -> str:
     """``value`` as one short line for the printed proposal."""
-    if isinstance(value, list) and _is_messages(value):
+    if isinstance(value, list) and is_messages(value):
         roles = ", ".join(str(m.get("role")) for m in value[:4])
         text = f"[{len(value)} messages: {roles}{', …' if len(value) > 4 else ''}]"
     else:
@@ -483,4 +529,6 @@ def io_text(mapping: Mapping) -> str:
                   ", ".join(p for p, _ in shown) +
                   (f" … and {len(mapping.unmapped) - 12} more" if len(mapping.unmapped) > 12
                    else "") + "\n")
+    for note in mapping.notes:
+        out.write(f"not mapped: {note}\n")
     return out.getvalue()

@@ -1,7 +1,8 @@
 """Chat-shaped values as the text a judge reads: a list of messages (OpenAI chat messages,
 OpenTelemetry GenAI ``gen_ai.input.messages`` / ``gen_ai.output.messages``, OpenInference
 ``llm.input_messages``) gives the last user message as the input and the assistant's text as
-the output; the sources keep the whole list beside it, in metadata."""
+the output (a list of content blocks alone, the text of its text blocks); the sources keep the
+whole list beside it, in metadata."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 import orjson
 
-__all__ = ["assistant_text", "chat_column", "last_user_text", "messages_of", "message_text",
-           "with_messages"]
+__all__ = ["assistant_text", "blocks_of", "chat_column", "last_user_text", "messages_of",
+           "message_text", "with_messages"]
 
 _ASSISTANT = ("assistant", "model", "ai")
 
@@ -28,6 +29,24 @@ def messages_of(value: Any) -> list[dict[str, Any]] | None:
             return None
     if isinstance(value, list) and value and \
             all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value):
+        return value
+    return None
+
+
+def blocks_of(value: Any) -> list[dict[str, Any]] | None:
+    """``value`` as a list of content blocks (Anthropic's ``content``, OpenAI's content
+    parts: objects with a ``type``, no ``role``; JSON text is parsed) with some text in
+    them, else None."""
+    if isinstance(value, str):
+        if not value.lstrip().startswith("["):
+            return None
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+    if isinstance(value, list) and value and \
+            all(isinstance(b, dict) and isinstance(b.get("type"), str) and "role" not in b
+                for b in value) and any(_part_text(b) for b in value):
         return value
     return None
 
@@ -89,6 +108,11 @@ def chat_column(side: str, values: list[Any]) -> tuple[list[Any], dict[int, list
         if messages is None and side == "output" and isinstance(value, dict) and \
                 value.get("role") in _ASSISTANT:
             messages = [value]
+        if messages is None:  # a message's content blocks alone: that message
+            blocks = blocks_of(value)
+            if blocks is not None:
+                messages = [{"role": "user" if side == "input" else "assistant",
+                             "content": blocks}]
         if messages is None:
             continue
         lists[i] = messages

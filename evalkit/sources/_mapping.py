@@ -99,9 +99,11 @@ def _to_timestamp(v: Any) -> datetime:
     if isinstance(v, bool):
         raise BadValue(f"expected a timestamp, got {v!r}")
     if isinstance(v, (int, float)):
-        # seconds, or milliseconds when the number is too large to be seconds
+        # seconds since the epoch, or milli-, micro- or nanoseconds (OpenTelemetry's
+        # startTimeUnixNano) when the number is too large to be the coarser unit
+        scale = 1 if abs(v) < 1e11 else 1e3 if abs(v) < 1e14 else 1e6 if abs(v) < 1e17 else 1e9
         try:
-            return datetime.fromtimestamp(v / 1000 if v > 1e11 else v, tz=timezone.utc)
+            return datetime.fromtimestamp(v / scale, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             raise BadValue(f"timestamp {v!r} is out of range") from None
     if isinstance(v, str):

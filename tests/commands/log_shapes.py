@@ -175,3 +175,104 @@ def duration_csv() -> str:
 MORE_SHAPES = {"anthropic": ("anthropic.jsonl", jsonl(anthropic_log())),
                "gateway": ("gateway.jsonl", jsonl(gateway_log())),
                "duration_csv": ("durations.csv", duration_csv())}
+
+
+def anthropic_blocks_log() -> list[dict[str, Any]]:
+    """Messages API calls with content blocks both ways: the user's turn as a list of blocks,
+    a thinking block before the answer's text block, and a failed call's error body (the
+    API's ``{"type": "error", "error": {...}}``) in place of the message."""
+    rows = []
+    for i in range(N):
+        if _failed(i):
+            response: dict[str, Any] = {"type": "error", "error": {
+                "type": "overloaded_error", "message": "Overloaded"}}
+        else:
+            response = {"id": f"msg_01{i:04d}", "type": "message", "role": "assistant",
+                        "model": MODELS[i % 2],
+                        "content": [{"type": "thinking", "thinking": "The user wants keys."},
+                                    {"type": "text", "text": _answer(i)}],
+                        "stop_reason": "end_turn",
+                        "usage": {"input_tokens": 30 + i, "output_tokens": 12 + i}}
+        rows.append({"log_id": f"anth-{i}", "timestamp": f"2026-11-01T00:00:{i:02d}Z",
+                     "request": {"model": MODELS[i % 2], "max_tokens": 512,
+                                 "system": [{"type": "text", "text": "Be brief."}],
+                                 "messages": [{"role": "user", "content": [
+                                     {"type": "text", "text": _question(i)}]}]},
+                     "response": response, "http_status": 529 if _failed(i) else 200,
+                     "duration_ms": _latency_ms(i)})
+    return rows
+
+
+def litellm_spend_log() -> list[dict[str, Any]]:
+    """LiteLLM proxy spend logs (the ``LiteLLM_SpendLogs`` table as JSON): ``spend`` for the
+    cost, messages and response stored as JSON text, ``status`` success/failure, the
+    duration in ``request_duration_ms``, and start/end times."""
+    rows = []
+    for i in range(N):
+        response = {} if _failed(i) else {
+            "id": f"chatcmpl-{i}", "model": MODELS[i % 2], "object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": _answer(i)}}]}
+        rows.append({"request_id": f"ll-{i:03d}", "call_type": "acompletion",
+                     "api_key": "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b",
+                     "spend": 0.0003 * (i + 1), "total_tokens": 42 + 2 * i,
+                     "prompt_tokens": 30 + i, "completion_tokens": 0 if _failed(i) else 12 + i,
+                     "startTime": f"2026-11-01T00:00:{i:02d}.000000",
+                     "endTime": f"2026-11-01T00:00:{i:02d}.900000",
+                     "request_duration_ms": _latency_ms(i), "model": MODELS[i % 2],
+                     "model_group": "default", "custom_llm_provider": "openai",
+                     "user": f"u{i % 3}", "cache_hit": "False", "request_tags": "[]",
+                     "messages": json.dumps([{"role": "user", "content": _question(i)}]),
+                     "response": json.dumps(response), "status": (
+                         "failure" if _failed(i) else "success"),
+                     "metadata": json.dumps({"user_api_key_alias": "team-a",
+                                             "error_information": {
+                                                 "error_class": "RateLimitError"}
+                                             if _failed(i) else {}})})
+    return rows
+
+
+def otel_genai_spans() -> list[dict[str, Any]]:
+    """Vercel AI SDK spans exported one a line with OpenTelemetry GenAI attributes: the
+    attribute keys hold dots (``gen_ai.request.model``, ``ai.response.text``), the prompt is
+    JSON text, times are Unix nanoseconds, a failed call has status code 2 (ERROR)."""
+    rows = []
+    for i in range(N):
+        start = 1_764_000_000_000_000_000 + i * 10**10
+        attributes: dict[str, Any] = {
+            "operation.name": "ai.generateText", "ai.model.id": MODELS[i % 2],
+            "gen_ai.system": "openai", "gen_ai.request.model": MODELS[i % 2],
+            "ai.prompt": json.dumps({"system": "Be brief.", "messages": [
+                {"role": "user", "content": [{"type": "text", "text": _question(i)}]}]}),
+            "gen_ai.usage.input_tokens": 30 + i}
+        if not _failed(i):
+            attributes.update({"ai.response.text": _answer(i),
+                               "ai.response.finishReason": "stop",
+                               "gen_ai.response.finish_reasons": ["stop"],
+                               "gen_ai.usage.output_tokens": 12 + i})
+        rows.append({"traceId": f"{i:032x}", "spanId": f"{i:016x}", "name": "ai.generateText",
+                     "startTimeUnixNano": start,
+                     "endTimeUnixNano": start + _latency_ms(i) * 10**6,
+                     "attributes": attributes,
+                     "status": {"code": 2, "message": "AI_APICallError: 503"} if _failed(i)
+                     else {"code": 0}})
+    return rows
+
+
+def thumbs_csv() -> str:
+    """A CSV of prompt, completion, latency in milliseconds and a thumbs vote (up, down or
+    none): no id, no model; a failed call is an empty completion."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["prompt", "completion", "latency_ms", "thumbs"])
+    for i in range(N):
+        writer.writerow([_question(i), "" if _failed(i) else _answer(i), _latency_ms(i),
+                         ("up", "down", "")[i % 3]])
+    return out.getvalue()
+
+
+# shapes no test had before the second round of checks
+NEW_SHAPES = {"anthropic_blocks": ("anthropic_blocks.jsonl", jsonl(anthropic_blocks_log())),
+              "litellm": ("litellm_spend.jsonl", jsonl(litellm_spend_log())),
+              "otel_genai": ("ai_sdk_spans.jsonl", jsonl(otel_genai_spans())),
+              "thumbs_csv": ("thumbs.csv", thumbs_csv())}

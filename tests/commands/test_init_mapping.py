@@ -12,14 +12,17 @@ import pytest
 
 import evalkit
 from evalkit.commands import init
-from evalkit.commands.init_mapping import propose, sample_rows
+from evalkit.commands.init_mapping import io_text, propose, sample_rows
 from evalkit.errors import ConfigError
 from tests.commands.log_shapes import (
     MODELS,
     MORE_SHAPES,
     N_FAILED,
+    NEW_SHAPES,
     SHAPES,
     N,
+    _answer,
+    _question,
     issue_chat_log,
     jsonl,
 )
@@ -51,7 +54,7 @@ EXPECTED = {
     "qa_csv": {"record_id": "id", "input": "question", "output": "answer",
                "reference": "expected", "latency_s": "latency", "model": "model"},
     "anthropic": {"record_id": "id", "input": "request.messages",
-                  "output": "response.content.0.text", "model": "model",
+                  "output": "response.content", "model": "model",  # its text blocks
                   "latency_s": "latency_ms", "input_tokens": "response.usage.input_tokens"},
     "gateway": {"record_id": "request_id", "input": "request_body.messages",
                 "output": "response_body.choices.0.message.content",
@@ -60,12 +63,32 @@ EXPECTED = {
                 "cost_usd": "cost"},
     "duration_csv": {"record_id": None, "input": "prompt", "output": "completion",
                      "latency_s": "duration_s", "model": "model", "user_action": None},
+    # shapes no test had before the second round of checks (content blocks, a spend log
+    # with JSON text inside, OpenTelemetry attributes with dotted keys, a thumbs vote)
+    "anthropic_blocks": {"record_id": "log_id", "input": "request.messages",
+                         "output": "response.content", "model": "request.model",
+                         "level": "http_status", "status_message": "response.error.message",
+                         "latency_s": "duration_ms",
+                         "output_tokens": "response.usage.output_tokens"},
+    "litellm": {"record_id": "request_id", "input": "messages",
+                "output": "response.choices.0.message.content", "model": "model",
+                "level": "status", "latency_s": "request_duration_ms", "cost_usd": "spend",
+                "input_tokens": "prompt_tokens"},
+    "otel_genai": {"record_id": "spanId", "trace_id": "traceId",
+                   "input": "attributes.ai.prompt.messages",
+                   "output": "attributes.ai.response.text", "model": "attributes.ai.model.id",
+                   "level": "status.code", "status_message": "status.message",
+                   "input_tokens": "attributes.gen_ai.usage.input_tokens",
+                   "timestamp": "startTimeUnixNano", "latency_s": None},
+    "thumbs_csv": {"record_id": None, "input": "prompt", "output": "completion",
+                   "latency_s": "latency_ms", "model": None, "user_action": None},
 }
-SCALED = ("issue_chat_log", "openai", "promptfoo", "anthropic", "gateway")
+SCALED = ("issue_chat_log", "openai", "promptfoo", "anthropic", "gateway", "anthropic_blocks",
+          "litellm", "thumbs_csv")
 
 
 def _file(tmp_path: Path, shape: str) -> Path:
-    name, text = SHAPES[shape][:2] if shape in SHAPES else MORE_SHAPES[shape]
+    name, text = SHAPES[shape][:2] if shape in SHAPES else {**MORE_SHAPES, **NEW_SHAPES}[shape]
     path = tmp_path / name
     path.write_text(text)
     return path
@@ -81,6 +104,21 @@ def test_init_finds_each_column_at_any_depth(tmp_path, shape):
     assert scale == (0.001 if shape in SCALED else None)
     if shape == "gateway":  # an HTTP status: 4xx and 5xx are failed calls
         assert found["level"].value_map == {"200": "DEFAULT", "429": "ERROR"}
+    if shape == "otel_genai":  # a span's status: 2 is ERROR
+        assert found["level"].value_map == {"0": "DEFAULT", "2": "ERROR"}
+
+
+def test_what_cannot_be_mapped_is_said_with_the_reason(tmp_path):
+    """A duration held only as start and end, and dotted keys at the top of a row (which a
+    path cannot name), are named in the proposal, not silently left out."""
+    mapping = propose(sample_rows(_file(tmp_path, "otel_genai")))
+    assert "latency_s: the rows have a start (startTimeUnixNano) and an end " \
+           "(endTimeUnixNano) but no duration" in io_text(mapping)
+    path = tmp_path / "flat.jsonl"
+    path.write_text(jsonl([{"gen_ai.request.model": "m", "output": f"answer {i}"}
+                           for i in range(3)]))
+    assert "keys with a dot at the top of a row (gen_ai.request.model) are not read" in \
+        io_text(propose(sample_rows(path)))
 
 
 def test_the_proposal_is_printed_with_examples_guesses_and_what_is_unmapped(tmp_path, capsys,
@@ -113,25 +151,44 @@ def test_an_output_that_is_an_object_is_refused(tmp_path):
         propose(rows, {"output": "response"})
 
 
+_P50 = SHAPES["openai"][3]  # every shape's latencies are 400 + 100 i ms
+# shape -> (the id of the first row, latency p50 of the kept calls, failed calls, models)
+# for the shapes beyond SHAPES: counted by hand from log_shapes.py
+RUNS = {**{shape: (first, p50, N_FAILED, MODELS) for shape, (_, _, first, p50) in
+           SHAPES.items()},
+        "anthropic": ("msg_000", _P50, N_FAILED, MODELS),
+        "gateway": ("gw-0", _P50, N_FAILED, MODELS),
+        "duration_csv": (None, 1.35, 0, MODELS),  # no call failed: the median of 20
+        "anthropic_blocks": ("anth-0", _P50, N_FAILED, MODELS),
+        "litellm": ("ll-000", _P50, N_FAILED, MODELS),
+        "otel_genai": (f"{0:016x}", None, N_FAILED, MODELS),
+        "thumbs_csv": (None, _P50, N_FAILED, ())}
+
+
 def _check_run(run: evalkit.Run, shape: str) -> None:
-    first_id, p50 = SHAPES[shape][2:] if shape in SHAPES else ("gw-0", SHAPES["openai"][3])
+    first_id, p50, failed, models = RUNS[shape]
     m = run.manifest
-    assert (m["n_records"], m["n_excluded"]) == (N, N_FAILED)
-    ids = run.records.column("record_id").to_pylist()
+    assert (m["n_records"], m["n_excluded"]) == (N, failed)
+    records = run.records.to_pylist()
     if first_id is not None:
-        assert first_id in ids
+        assert records[0]["record_id"] == first_id
+    # the first row's prompt and answer, as text (not a message list or a block list)
+    assert records[0]["input"].endswith(_question(0)), records[0]["input"]
+    assert records[0]["output"] == ("No idea." if shape == "promptfoo" else _answer(0))
     metrics = {(r["metric"], r["slice"]): r for r in run.metrics.to_pylist()}
     slices = {s for _, s in metrics if s.startswith("model=")}
-    assert all(any(model in s for s in slices) for model in MODELS), slices
-    assert "model=null" not in slices
+    assert len(slices) == len(models) and all(any(m in s for s in slices) for m in models)
     if p50 is not None:
         assert metrics[("latency.p50", "all")]["value"] == pytest.approx(p50)
-    assert metrics[("pipeline_failure_rate.raw", "all")]["value"] == pytest.approx(N_FAILED / N)
+    else:
+        assert ("latency.p50", "all") not in metrics  # no latency metric without latency
+    assert metrics[("pipeline_failure_rate.raw", "all")]["value"] == pytest.approx(failed / N)
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("shape", ["openai", "langfuse", "langsmith", "promptfoo", "qa_csv",
-                                   "gateway"])
+                                   "anthropic", "gateway", "duration_csv", "anthropic_blocks",
+                                   "litellm", "otel_genai", "thumbs_csv"])
 def test_init_then_one_run_gives_correct_numbers(tmp_path, monkeypatch, shape):
     monkeypatch.chdir(tmp_path)
     name = _file(tmp_path, shape).name
