@@ -33,24 +33,37 @@ metrics:
 MODELS = "openai/judge-a,openai/judge-b,openai/judge-c,openai/judge-d"
 
 
+def start_server(latency: float) -> tuple[subprocess.Popen, int]:
+    """The fake model server in its own process (answering every judge model): it and its
+    port."""
+    server = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(latency)],
+                              stdout=subprocess.PIPE, text=True)
+    return server, int(server.stdout.readline().split()[1])
+
+
+def make_project(cwd: Path, port: int, records: int, concurrency: int) -> None:
+    """The sweep's experiment (``conf/experiment/bench_sweep.yaml``) and its ``records``
+    records (``data.jsonl``) in ``cwd``; the sweep is ``-m +experiment=bench_sweep
+    judges.hallucination_llm.model=MODELS``."""
+    (cwd / "conf" / "experiment").mkdir(parents=True)
+    (cwd / "conf" / "experiment" / "bench_sweep.yaml").write_text(EXPERIMENT.format(
+        url=f"http://127.0.0.1:{port}/v1", concurrency=concurrency))
+    (cwd / "data.jsonl").write_text("".join(json.dumps(
+        {"id": f"r{i}", "input": f"question {i}", "output": f"answer {i}",
+         "context": f"context {i}"}) + "\n" for i in range(records)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
-    server = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(args.latency)],
-                              stdout=subprocess.PIPE, text=True)
+    server, port = start_server(args.latency)
     try:
-        port = int(server.stdout.readline().split()[1])
         with tempfile.TemporaryDirectory() as tmp:
             cwd = Path(tmp)
-            (cwd / "conf" / "experiment").mkdir(parents=True)
-            (cwd / "conf" / "experiment" / "bench_sweep.yaml").write_text(EXPERIMENT.format(
-                url=f"http://127.0.0.1:{port}/v1", concurrency=args.concurrency))
-            (cwd / "data.jsonl").write_text("".join(json.dumps(
-                {"id": f"r{i}", "input": f"question {i}", "output": f"answer {i}",
-                 "context": f"context {i}"}) + "\n" for i in range(args.records)))
+            make_project(cwd, port, args.records, args.concurrency)
             times = {}
             for launcher in ("basic", "joblib"):
                 t0 = time.perf_counter()

@@ -13,11 +13,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,11 +25,13 @@ from tests.conftest import EVALKIT, run_cli, run_dirs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges" / "llm"))
 from fake_llm_server import FakeLLMServer  # noqa: E402
 
+from tests.scale.ray_cluster import RayCluster, free_port, ray_env  # noqa: E402
+from tests.scale.ray_cluster import missing as _ray_missing  # noqa: E402
+
 pytestmark = pytest.mark.e2e  # runs evalkit end to end
 
 REQUIRED = os.environ.get("CI", "").lower() == "true" or os.environ.get(
     "EVALKIT_REQUIRE_RAY") == "1"
-RAY = Path(sys.executable).parent / "ray"
 KEY = "sk-raytest-4c1f9a7e2b8d6035"  # the judge's API key, in the launching shell only
 PASSWORD = "pw-raytest-77d0c3a95e"  # a credential inside a command-line api_base
 
@@ -58,100 +57,25 @@ metrics:
 """
 
 
-def _ray_missing() -> str | None:
-    try:
-        import hydra_plugins.hydra_ray_launcher  # noqa: F401
-        import ray  # noqa: F401
-    except ImportError as exc:
-        return f"the ray extra is not installed ({exc}): pip install -e '.[ray]'"
-    return None if RAY.exists() else f"no {RAY}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env() -> dict[str, str]:
-    """What the Ray head (and so its workers) and evalkit see: no judge key in the head's."""
-    env = {k: v for k, v in os.environ.items() if k != "RAYTEST_API_KEY"}
-    # no token file under ~/.ray, no usage report; RAY_ADDRESS would win over the test's head
-    env.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
-    env.pop("RAY_ADDRESS", None)
-    return env
-
-
-def _wait_for(what: str, proc: subprocess.Popen, log: Path, ready, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if proc.poll() is not None:
-            pytest.fail(f"{what} exited {proc.returncode}: {log.read_text()[-2000:]}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not come up within {timeout:.0f} s")
-        time.sleep(0.2)
-
-
-def _nodes_up(address: str) -> int:
-    status = subprocess.run([str(RAY), "status", f"--address={address}"], env=_env(),
-                            capture_output=True, text=True, timeout=60)
-    return status.stdout.count(" node_")
+    """What the Ray nodes (and so their workers) and evalkit see: no judge key in the nodes'."""
+    return ray_env(drop=("RAYTEST_API_KEY",))
 
 
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[tuple[str, Path]]:
-    """``address, temp dir`` of a two-node Ray cluster on 127.0.0.1, as a cluster of two
-    machines would be: a head and a worker node, 1 CPU each, each with its own raylet,
-    object store, ports and temp dir (``TEMP/ray``, ``TEMP/node2``: a task's node is told
-    by its worker's raylet). Shared by the module's tests; stopped with every process."""
-    missing = _ray_missing()
-    if missing is not None:
+    """``address, temp dir`` of a two-node Ray cluster on 127.0.0.1 (``ray_cluster.py``),
+    1 CPU a node. Shared by the module's tests; stopped with every process."""
+    why = _ray_missing()
+    if why is not None:
         if REQUIRED:
-            pytest.fail(f"CI requires the Ray launcher tests, but {missing}")
-        pytest.skip(f"RAY LAUNCHER TESTS SKIPPED: {missing}")
-    port = _free_port()
-    # short, so under /tmp whatever TMPDIR is (the suite's own is nested): Ray's socket paths
-    # live under it, and a Unix socket path has ~107 bytes
-    temp = Path(tempfile.mkdtemp(prefix="evk-ray-", dir="/tmp"))
-    address = f"127.0.0.1:{port}"
-    # a small object store: a container's /dev/shm is often 64 MB
-    common = ["--block", "--num-cpus=1", "--node-ip-address=127.0.0.1",
-              "--object-store-memory=78643200"]
-    nodes: list[subprocess.Popen] = []
+            pytest.fail(f"CI requires the Ray launcher tests, but {why}")
+        pytest.skip(f"RAY LAUNCHER TESTS SKIPPED: {why}")
+    cluster = RayCluster(cpus_per_node=1, env=_env()).start()
     try:
-        for name, args in (("head", [f"--port={port}", "--head", "--include-dashboard=false",
-                                     "--disable-usage-stats", f"--temp-dir={temp / 'ray'}"]),
-                           ("node2", [f"--address={address}", f"--temp-dir={temp / 'node2'}",
-                                      # (the head's agent holds the default port)
-                                      "--dashboard-agent-listen-port=0"])):
-            log = temp / f"{name}.log"
-            with log.open("wb") as out:
-                nodes.append(subprocess.Popen([str(RAY), "start", *common, *args], env=_env(),
-                                              stdout=out, stderr=subprocess.STDOUT,
-                                              start_new_session=True))
-            if name == "head":
-                def listening() -> bool:
-                    with socket.socket() as s:
-                        return s.connect_ex(("127.0.0.1", port)) == 0
-                _wait_for("the Ray head", nodes[-1], log, listening)
-            else:
-                _wait_for("the second Ray node", nodes[-1], log,
-                          lambda: _nodes_up(address) >= 2, timeout=90)
-        yield address, temp
+        yield cluster.address, cluster.temp
     finally:
-        for node in reversed(nodes):  # `ray start --block` stops what it started
-            node.send_signal(signal.SIGTERM)
-            try:
-                node.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(node.pid, signal.SIGKILL)  # anything left of its session (workers)
-            except ProcessLookupError:
-                pass
-        import shutil
-
-        shutil.rmtree(temp, ignore_errors=True)
+        cluster.stop()
 
 
 def _node_of(pid: int | None) -> str | None:
@@ -350,7 +274,7 @@ def test_a_cluster_address_where_no_ray_listens_is_one_error_line(tmp_path: Path
     # (ray.init itself waits for ever: a bounded wait here)
     proc = subprocess.run(
         [EVALKIT, "run", "-m", "+experiment=quickstart", "judges.prompt_echo.threshold=0.5,0.9",
-         "hydra/launcher=ray", f"hydra.launcher.ray.init.address=127.0.0.1:{_free_port()}",
+         "hydra/launcher=ray", f"hydra.launcher.ray.init.address=127.0.0.1:{free_port()}",
          "runner.summary=false"], cwd=tmp_path, env=_env(), capture_output=True, text=True,
         timeout=90)
     assert proc.returncode == 2, proc.stderr[-2000:]
