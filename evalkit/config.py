@@ -22,7 +22,8 @@ from evalkit.results.names import check_name
 
 __all__ = [
     "DEFAULT_FILTER", "OPERATORS", "SEVERITIES", "AlertConfig", "instance", "load",
-    "plain_override", "PluginInstance", "RunConfig", "RunnerConfig", "validate_dataclass",
+    "plain_override", "PluginInstance", "RunConfig", "RunnerConfig", "SweepConfig",
+    "validate_dataclass",
 ]
 
 SEVERITIES = ("info", "warning", "error")
@@ -85,6 +86,27 @@ class AlertConfig:
 
 
 @dataclass(frozen=True)
+class SweepConfig:
+    """``sweep:``: how a sweep's closing table and report page rank its runs (a shadow
+    sweep's candidates): see :func:`evalkit.comparison.rank_runs`."""
+
+    # the metric row to rank by (as in the metrics table: echo_rate, latency.p95); null: in a
+    # sweep of shadow runs, the first alert's metric, else the first rate metric; else none
+    rank_by: str | None = None
+    # which way is better, for a metric that does not say (null: the metric's own)
+    higher_is_better: bool | None = None
+    correction: str = "holm"  # over the pairs of runs: holm, bh or none
+    confidence: float = 0.95  # of the pairwise tests (a run's interval is its metric's own)
+
+    def validate(self) -> None:
+        from evalkit.comparison._multiplicity import CORRECTIONS
+
+        check_one_of(self.correction, CORRECTIONS, "correction")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence: {self.confidence} is not within (0, 1)")
+
+
+@dataclass(frozen=True)
 class PluginInstance:
     kind: str  # sources, filters, judges, metrics
     name: str  # the YAML key (the instance name)
@@ -113,7 +135,7 @@ class RunConfig:
 
 
 _TOP_KEYS = ("experiment", "source", "filters", "judges", "metrics", "runner", "alerts",
-             "sinks", "flag_at", "gates", "generate")
+             "sinks", "flag_at", "gates", "generate", "sweep")
 
 
 def _gates(node: Any) -> list[Any]:
@@ -341,6 +363,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
     alerts = [validate_dataclass(AlertConfig, a, f"alerts[{i}]", "alert")
               for i, a in enumerate(alerts_node)]
     gates = _gates(cfg.get("gates"))
+    sweep = validate_dataclass(SweepConfig, cfg.get("sweep") or {}, "sweep", "sweep")
     resolved = OmegaConf.to_container(cfg, resolve=True)
     register_tree(resolved)  # its keys and URL credentials are masked wherever they show up
     source_node, source_shard = _source_shard(cfg.source)
@@ -362,6 +385,7 @@ def load(cfg: DictConfig, overrides: list[str] | None = None) -> RunConfig:
         resolved["generate"] = _filled(generate)
     resolved["runner"] = dataclasses.asdict(runner)
     resolved["gates"] = [dataclasses.asdict(g) for g in gates]
+    resolved["sweep"] = dataclasses.asdict(sweep)
     return RunConfig(
         experiment=experiment,
         runner=runner,

@@ -157,7 +157,7 @@ def reference() -> str:
     """The generated part of ``docs/configuration.md``: the runner, alert and gate keys, then every
     plugin of evalkit's own distribution, by kind and name."""
     from evalkit.comparison import GateConfig
-    from evalkit.config import AlertConfig, RunnerConfig
+    from evalkit.config import AlertConfig, RunnerConfig, SweepConfig
     from evalkit.registry import KINDS, registry
 
     out = [MARKER, "", "## Runner", "",
@@ -172,6 +172,10 @@ def reference() -> str:
             "`METRIC[@SLICE]:[+|-]TOLERANCE`), checked by `evalkit compare` and "
             "`runner.baseline` (docs/trust.md):", ""]
     out += key_table(config_keys(GateConfig))
+    out += ["", "## Sweep", "",
+            "The top-level `sweep:` keys: how a sweep's closing table and report page rank its "
+            "runs (a shadow sweep's candidates; docs/shadow.md):", ""]
+    out += key_table(config_keys(SweepConfig))
     reg = registry()
     for kind in KINDS:
         entries = sorted((e for es in reg.entries(kind).values() for e in es

@@ -50,8 +50,9 @@ class RunTables:
         self.scratch = scratch
         self.plugin_of: dict[str, str] = {}  # metric instance -> its plugin name
 
-    def metrics(self) -> dict[str, Any]:
-        """Instance name -> metric plugin built from the run's own config, inner CI off."""
+    def metrics(self, inner_ci: bool = False) -> dict[str, Any]:
+        """Instance name -> metric plugin built from the run's own config, its own interval
+        off (``inner_ci``: on, as the run computed it)."""
         from evalkit.config import instance
         from evalkit.context import RunContext
 
@@ -70,7 +71,7 @@ class RunTables:
             self.plugin_of[name] = inst.plugin
             config = inst.config
             keys = {f.name for f in dataclasses.fields(config)}
-            if "n_boot" in keys:
+            if "n_boot" in keys and not inner_ci:
                 config = dataclasses.replace(config, n_boot=0)
             if legacy_flag_at and "flag_at" in keys and "flag_at" not in spec:
                 config = dataclasses.replace(config, flag_at=legacy_flag_at)

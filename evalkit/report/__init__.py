@@ -75,6 +75,23 @@ def _verdicts(runs: list[RunData], n_boot: int,
     return out, "; ".join(notes) + (f" ({n_boot} paired resamples each)" if out else "")
 
 
+def _ranking_of(runs: list[RunData], n_boot: int) -> str:
+    """The ranking section of runs on the same records (shadow runs, or ``sweep.rank_by``
+    set), or a note on why they could not be ranked; "" when there is nothing to rank."""
+    from evalkit.comparison.ranking import rank_sweep
+    from evalkit.report._page import e, run_labels, section
+    from evalkit.report._ranking import ranking_section
+
+    try:
+        ranking = rank_sweep([r.run_dir for r in runs], n_boot=max(n_boot, 2))
+    except (EvalkitError, OSError, ValueError) as exc:
+        return section("ranking", "Ranking", f"<p class='note'>Not ranked: {e(exc)}</p>")
+    if ranking is None:
+        return ""
+    labels = dict(zip([r.run_id for r in runs], run_labels(runs), strict=True))
+    return ranking_section(ranking, labels)
+
+
 def _corrected_verdict(run_id: str, c: dict[str, Any]) -> dict[str, Any]:
     """A ``corrected`` metric's change as a row of the verdicts table: PPI++ on the paired
     differences (not a tested row: no verdict, not counted among the significant ones)."""
@@ -107,6 +124,8 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None,
     compared: list[tuple[str, Any]] = []
     verdicts, note = _verdicts(runs, n_boot, compared)
     across = across_runs(runs, verdicts, note) if len(runs) > 1 else ""
+    if len(runs) > 1:
+        across = _ranking_of(runs, n_boot) + across
     if compared:
         from evalkit.report._comparison import comparison_section
         from evalkit.report._page import run_labels

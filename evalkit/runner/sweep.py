@@ -179,46 +179,71 @@ def _cell(head: tuple[str, str] | None, with_ci: bool) -> str:
 
 
 def _fit(width: int, base: list[tuple[str, list[str]]], names: list[str],
-         heads: list[dict[str, tuple[str, str]]], runs: list[str]
-         ) -> tuple[list[str], bool, bool]:
-    """The metric columns, whether with their intervals, and whether with the run id, that
-    make the closing table fit ``width`` columns: every metric (up to MAX_METRICS) with its
-    interval and the run id if they fit, then without intervals, then without the run id
-    (each job's line names its run), then fewer metrics; at least one."""
+         heads: list[dict[str, tuple[str, str]]], runs: list[str], keep_first: bool = False
+         ) -> tuple[list[str], set[str], bool]:
+    """The metric columns, those shown with their intervals, and whether with the run id,
+    that make the closing table fit ``width`` columns: every metric (up to MAX_METRICS)
+    with its interval and the run id if they fit, then without intervals, then without the
+    run id (each job's line names its run), then fewer metrics; at least one.
+    ``keep_first``: the first metric (a ranking's) keeps its interval throughout."""
     def natural(cols: list[list[str]]) -> int:
         return sum(max(len(c) for c in col) for col in cols) + 3 * len(cols) + 1
 
     cols = [[head, *cells] for head, cells in base]
-    label_width = max(len(c) for c in cols[1])
+    label_width = max(len(c) for c in dict(base)["overrides"] + ["overrides"])
     fixed = natural(cols) - max(label_width - 24, 0)  # long labels fold to 24 columns
     most = min(len(names), MAX_METRICS)
     tries = [(most, True, True), (most, False, True), (most, False, False)] + \
         [(k, False, False) for k in range(most - 1, 0, -1)]
     for k, with_ci, with_run in tries:
+        ci = set(names[:k]) if with_ci else set(names[:1]) if keep_first else set()
         extra = [["run id", *runs]] if with_run else []
-        metric_cols = [[n, *(_cell(h.get(n), with_ci) for h in heads)] for n in names[:k]]
+        metric_cols = [[n, *(_cell(h.get(n), n in ci) for h in heads)] for n in names[:k]]
         if fixed + natural(extra + metric_cols) - 1 <= width:
-            return names[:k], with_ci, with_run
-    return names[:1], False, False
+            return names[:k], ci, with_run
+    return names[:1], set(names[:1]) if keep_first else set(), False
 
 
-def _headline(run_dir: str | None) -> dict[str, tuple[str, str]]:
-    """metric -> ("value", "[low, high]") for the run's slice='all' rows."""
+def _headline(run_dir: str | None, side: str | None = None) -> dict[str, tuple[str, str]]:
+    """metric -> ("value", "[low, high]") for the run's slice='all' rows; with ``side``, the
+    rows of slice ``side=SIDE`` instead wherever the metric is sliced by side."""
     if not run_dir or not (Path(run_dir) / "metrics.parquet").exists():
         return {}
     import pyarrow.parquet as pq
 
     from evalkit.runner.summary import _num
 
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
+    sided: set[str] = set()
     for r in pq.read_table(Path(run_dir) / "metrics.parquet",
                            columns=["metric", "slice", "value", "ci_low", "ci_high"]).to_pylist():
-        if r["slice"] != "all" or r["metric"].endswith((".raw", ".filter_effect")):
+        mine = side is not None and r["slice"] == f"side={side}"
+        if (r["slice"] != "all" and not mine) or (r["metric"] in sided and not mine) or \
+                r["metric"].endswith((".raw", ".filter_effect")):
             continue
-        ci = (f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
-              if r["ci_low"] is not None else "")
-        out[r["metric"]] = (_num(r["value"]), ci)
+        if mine:
+            sided.add(r["metric"])
+        out[r["metric"]] = (_num(r["value"]), _interval(r["ci_low"], r["ci_high"]))
     return out
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    from evalkit.runner.summary import _num
+
+    return f"[{_num(low)}, {_num(high)}]" if low is not None else ""
+
+
+def _ranking(done: list[dict[str, Any]]) -> tuple[Any, str | None]:
+    """The ranking of the jobs' runs (:func:`evalkit.comparison.rank_sweep`), or why none."""
+    from evalkit.comparison.ranking import rank_sweep
+    from evalkit.errors import EvalkitError
+
+    dirs = [Path(j["run_dir"]) for j in done if j.get("status") == "ok" and j.get("run_dir")
+            and (Path(j["run_dir"]) / "manifest.json").exists()]
+    try:
+        return rank_sweep(dirs), None
+    except (EvalkitError, OSError, ValueError) as exc:
+        return None, f"not ranked: {exc}"
 
 
 _STARTING_S = 120.0  # how long a job may take to start its run before we stop waiting
@@ -333,10 +358,28 @@ def finish(path: Path, plan: list[list[str]] | None = None,
     console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 120)
     from evalkit.run_names import names_by_overrides
 
+    ranking, unranked = _ranking(done)
+    side = ranking.side if ranking else None
+    rank_of: dict[str, Any] = {}
+    if ranking is not None:  # the jobs best first, the unranked and failed ones after
+        rank_of = {str(e.run_dir.resolve()): e for e in ranking.runs}
+        order = {str(e.run_dir.resolve()): k for k, e in enumerate(ranking.runs)}
+        done = sorted(done, key=lambda j: (order.get(
+            str(Path(j["run_dir"]).resolve()) if j.get("run_dir") else "", len(order)),
+            int(j["job"])))
     labels = names_by_overrides([list(j.get("overrides") or []) for j in done],
                                 [f"job {j['job']}" for j in done])
-    heads = [_headline(j.get("run_dir")) for j in done]
+    heads = [_headline(j.get("run_dir"), side) for j in done]
     names: list[str] = []
+    if ranking is not None:  # the ranked metric first, with the ranking's value and interval
+        names.append(ranking.metric)
+        for j, h in zip(done, heads, strict=True):
+            e = rank_of.get(str(Path(j["run_dir"]).resolve())) if j.get("run_dir") else None
+            h.pop(ranking.metric, None)
+            if e is not None:
+                from evalkit.runner.summary import _num
+
+                h[ranking.metric] = (_num(e.value), _interval(e.ci_low, e.ci_high))
     for h in heads:
         names += [n for n in h if n not in names]
     failed = [j for j in done if j.get("status") != "ok"]
@@ -348,12 +391,19 @@ def finish(path: Path, plan: list[list[str]] | None = None,
                       f"(exit {j.get('exit', 1)})")
         statuses.append(status)
     runs = [Path(j["run_dir"]).name if j.get("run_dir") else "—" for j in done]
-    base = [("job", [str(j["job"]) for j in done]), ("overrides", labels),
-            ("status", statuses)]
-    shown, with_ci, with_run = _fit(console.width, base, names, heads, runs)
+    ranks = [rank_of[str(Path(j["run_dir"]).resolve())].rank
+             if j.get("run_dir") and str(Path(j["run_dir"]).resolve()) in rank_of else "—"
+             for j in done]
+    base = ([("rank", ranks)] if ranking is not None else []) + [
+        ("job", [str(j["job"]) for j in done]), ("overrides", labels), ("status", statuses)]
+    shown, with_ci, with_run = _fit(console.width, base, names, heads, runs,
+                                    keep_first=ranking is not None)
+    where = f"side={side}" if side else "slice all"  # (all: a metric not sliced by side)
     table = Table(title=f"sweep {sweep_id} · {len(done)} jobs, {len(failed)} failed · "
-                        f"slice all{' · value [95% CI]' if with_ci else ''}",
-                  title_justify="left", header_style="bold")
+                        f"{where}{' · value [95% CI]' if with_ci else ''}",
+                  title_justify="left", header_style="bold",
+                  caption=escape(ranking.caption()) if ranking is not None else None,
+                  caption_justify="left")
     for col, _ in base:
         table.add_column(col, overflow="fold")
     if with_run:
@@ -362,12 +412,15 @@ def finish(path: Path, plan: list[list[str]] | None = None,
         table.add_column(escape(name), justify="right", no_wrap=True)
     for k, j in enumerate(done):
         status = statuses[k] if statuses[k] == "ok" else f"[bold red]{escape(statuses[k])}[/]"
-        cells = [escape(str(j["job"])), escape(mask(labels[k])), status]
+        cells = [escape(ranks[k])] if ranking is not None else []
+        cells += [escape(str(j["job"])), escape(mask(labels[k])), status]
         if with_run:
             cells.append(escape(runs[k]))
-        cells += [escape(_cell(heads[k].get(n), with_ci)) for n in shown]
+        cells += [escape(_cell(heads[k].get(n), n in with_ci)) for n in shown]
         table.add_row(*cells)
     console.print(table)
+    if unranked:
+        console.print(f"[dim]{escape(mask(unranked))}[/]", soft_wrap=True)
     if len(names) > len(shown):
         more = len(names) - len(shown)
         console.print(f"[dim]{more} more metric{'s' if more > 1 else ''}: evalkit query \"SELECT * "
