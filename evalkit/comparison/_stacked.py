@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 
 from evalkit.comparison._recompute import Key, RunTables
+from evalkit.results.schemas import METRICS, conform
 
 __all__ = ["STACKABLE", "stackable", "stacked_values"]
 
 # plugins whose rows for one slice depend on that slice's records only
 STACKABLE = frozenset({"rate", "mean", "latency", "edit_rate", "bypass_rate"})
 _SEP = "\x1f"
+_NAMES = frozenset(METRICS.names)
 _CELLS = 100_000  # records in one stacked table (a block's resamples × the shared records):
 # a run of 100,000 records or more is stacked one resample at a time, as before
 
@@ -110,8 +112,6 @@ def stacked_values(run: RunTables, metrics: dict[str, Any], samples: Iterator[An
     """Each (metric, slice) key's value on each of the ``count`` resamples (NaN where the
     metric gave none), for the stackable ``metrics``; a metric that raises goes to
     ``failed``, as on a plain resample."""
-    from evalkit.results.schemas import METRICS, conform
-
     crossed = {name: _crossed(p) for name, p in metrics.items()}
     columns = list(dict.fromkeys(c for p in metrics.values() for c in p.config.slice_by))
     out: dict[Key, np.ndarray] = {}
@@ -121,16 +121,35 @@ def stacked_values(run: RunTables, metrics: dict[str, Any], samples: Iterator[An
             if name in failed:
                 continue
             try:
-                table = conform(plugin.compute(run.con), METRICS, {"metric": name})
+                cells = _cells(plugin.compute(run.con), name)
             except Exception as exc:  # (as values() does on a resample)
                 failed[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
                 continue
-            for row in table.select(["metric", "slice", "value"]).to_pylist():
-                found = _key(row["metric"], row["slice"])
+            for metric, label, value in cells:
+                found = _key(metric, label)
                 if found is None:
                     continue
                 key, rep = found
                 values = out.setdefault(key, np.full(count, np.nan))
-                if row["value"] is not None:
-                    values[rep] = row["value"]
+                if value is not None:
+                    values[rep] = value
     return out
+
+
+def _cells(result: Any, name: str) -> list[tuple[str, str, Any]]:
+    """(metric, slice, value) of each row a metric returned, as :func:`conform` would give
+    them. Rows as dicts of plain numbers are read straight: conform also builds every
+    other column (the details' JSON text of tens of thousands of crossed rows), most of a
+    stacked block's time, for values nobody reads here."""
+    if not isinstance(result, list) or not all(
+            type(r) is dict and r.keys() <= _NAMES and type(r.get("value")) in _PLAIN
+            and isinstance(r.get("slice"), str) and isinstance(r.get("metric", name), str)
+            for r in result):
+        table = conform(result, METRICS, {"metric": name})
+        return [(r["metric"], r["slice"], r["value"])
+                for r in table.select(["metric", "slice", "value"]).to_pylist()]
+    return [(name if r.get("metric") is None else r["metric"], r["slice"],
+             None if r.get("value") is None else float(r["value"])) for r in result]
+
+
+_PLAIN = (float, int, bool, type(None))

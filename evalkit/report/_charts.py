@@ -68,37 +68,47 @@ def _title(ax: Any, text: Any, width_in: float) -> None:
 def histogram(lo: float, hi: float, raw: Sequence[int], filtered: Sequence[int],
               title: str) -> str:
     """Score distribution of one judge: every record (raw) behind the included ones."""
-    fig = _figure(4.6, 2.9)
-    ax = fig.subplots()
+    from evalkit.report import _svg
+
+    width = 440.0
+    c = _svg.Canvas(width, 300)
+    top = c.title(_short(title, 200))
     k = len(raw)
-    width = (hi - lo) / k
-    edges = [lo + i * width for i in range(k)]
-    ax.bar(edges, raw, width=width, align="edge", color=RAW, label=f"raw (n={sum(raw)})")
-    ax.bar(edges, filtered, width=width * 0.6, align="edge", color=FILTERED,
-           label=f"filtered (n={sum(filtered)})")
-    ax.set_xlim(lo, hi)
-    ax.set_xlabel("score")
-    ax.set_ylabel("records")
-    _title(ax, title, 4.6)
-    fig.legend(loc="outside lower center", fontsize=8, ncols=2)
-    return _svg(fig)
+    ymax = max([*raw, *filtered, 1])
+    ticks = _svg.nice_ticks(0, ymax, 6)
+    ytop = max(ticks[-1], ymax)
+    left = 12 + _svg.FONT * 1.2 + max(_svg.text_width(_svg.tick_text(t), _svg.FONT)
+                                        for t in ticks) + 8
+    right = width - 8 - _svg.text_width("-0.0000", _svg.FONT) / 2
+    bottom = c.height - 76
+    _svg.value_axis(c, left, right, top + 6, bottom, 0, ytop, "", horizontal=False)
+    c.text(12, (top + bottom) / 2, "records", rotate=True, anchor="middle")
+    xs = (right - left) / k if k else 0
+    for i, (r, f) in enumerate(zip(raw, filtered, strict=True)):
+        x = left + i * xs
+        for n, share, color in ((r, 1.0, RAW), (f, 0.6, FILTERED)):
+            h = (bottom - top - 6) * n / ytop
+            c.rect(x, bottom - h, xs * share, h, color)
+    _svg.value_axis(c, left, right, bottom, bottom, lo, hi, "score")
+    c.legend(bottom + 52, [(f"raw (n={sum(raw)})", RAW),
+                           (f"filtered (n={sum(filtered)})", FILTERED)])
+    return c.svg()
 
 
 def label_bars(labels: dict[str, tuple[int, int]], title: str) -> str:
     """Label counts of one judge, raw beside filtered."""
-    names = list(labels)[:20][::-1]
-    fig = _figure(4.6, 1.0 + 0.28 * len(names))
-    ax = fig.subplots()
-    y = range(len(names))
-    ax.barh([i + 0.2 for i in y], [labels[n][0] for n in names], height=0.4, color=RAW,
-            label="raw")
-    ax.barh([i - 0.2 for i in y], [labels[n][1] for n in names], height=0.4, color=FILTERED,
-            label="filtered")
-    ax.set_yticks(list(y), [_short(n) for n in names])
-    ax.set_xlabel("records")
-    _title(ax, title, 4.6)
-    fig.legend(loc="outside lower center", fontsize=8, ncols=2)
-    return _svg(fig)
+    from evalkit.report import _svg
+
+    names = list(labels)[:20]
+    lo, hi = _svg.span([v for n in names for v in labels[n]], zero=True)
+    c, left, _, scale, mids = _svg.rows_chart(
+        440.0, [_short(n) for n in names], 26, _short(title, 200), "records", lo, hi,
+        [("raw", RAW), ("filtered", FILTERED)])
+    for n, y in zip(names, mids, strict=True):
+        raw, kept = labels[n]
+        c.rect(left + (0 - lo) * scale, y - 10, raw * scale, 9, RAW)
+        c.rect(left + (0 - lo) * scale, y + 1, kept * scale, 9, FILTERED)
+    return c.svg()
 
 
 def stacked_shares(slices: list[str], categories: list[str],
@@ -216,26 +226,27 @@ def scatter(x: Sequence[float], y: Sequence[float], a: str, b: str, n: int) -> s
 
 def forest(labels: list[str], values: list[float | None], lows: list[float | None],
            highs: list[float | None], title: str, xlabel: str = "value") -> str:
-    """Values with their confidence intervals, one row per slice (or run)."""
+    """Values with their confidence intervals, one row per slice (or run); a row with no
+    value says so."""
+    from evalkit.report import _svg
+
     labels, values, lows, highs = labels[:40], values[:40], lows[:40], highs[:40]
-    fig = _figure(5.6, 0.8 + 0.3 * len(labels))
-    ax = fig.subplots()
-    n = len(labels)
-    for i, (v, lo, hi) in enumerate(zip(values, lows, highs, strict=True)):
-        row = n - 1 - i
-        if v is None or not math.isfinite(v):
-            ax.text(0.0, row, "  undefined", va="center", fontsize=7, color=ACCENT,
-                    transform=ax.get_yaxis_transform())
+
+    def ok(v: float | None) -> bool:
+        return v is not None and math.isfinite(v)
+
+    lo, hi = _svg.span([v for v in (*values, *lows, *highs) if ok(v)])  # type: ignore[misc]
+    c, left, _, scale, mids = _svg.rows_chart(540.0, [_short(s) for s in labels], 22,
+                                              _short(title, 200), xlabel, lo, hi)
+    for v, low, high, y in zip(values, lows, highs, mids, strict=True):
+        if not ok(v):
+            c.text(left + 6, y, "no value", color=ACCENT)
             continue
-        if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
-            ax.plot([lo, hi], [row, row], color=FILTERED, lw=2, alpha=0.5)
-        ax.plot([v], [row], "o", color=FILTERED)
-    ax.set_yticks(range(n), [_short(s) for s in labels[::-1]])
-    ax.set_ylim(-0.7, n - 0.3)
-    ax.set_xlabel(xlabel)
-    _title(ax, title, 5.6)
-    ax.grid(axis="x", alpha=0.3)
-    return _svg(fig)
+        if ok(low) and ok(high):
+            c.path(f"M{left + (low - lo) * scale:.1f} {y:.1f}"  # type: ignore[operator]
+                   f"H{left + (high - lo) * scale:.1f}", FILTERED, 2.5, opacity=0.5)
+        c.dot(left + (v - lo) * scale, y, 4, FILTERED)  # type: ignore[operator]
+    return c.svg()
 
 
 def grouped_bars(groups: list[str], series: dict[str, list[float | None]], title: str,
@@ -243,20 +254,22 @@ def grouped_bars(groups: list[str], series: dict[str, list[float | None]], title
     """Bars per group (slice), one colour per series (e.g. p50/p95/p99); horizontal, so a
     slice's name is written whole on its own line (rotated names ran into each other). A
     series with no value in a group draws no bar there."""
+    from evalkit.report import _svg
+
     groups = groups[:20]
     k = max(len(series), 1)
-    fig = _figure(5.6, 1.1 + 0.16 * len(groups) * k + 0.12 * len(groups))
-    ax = fig.subplots()
-    height = 0.8 / k
-    n = len(groups)
-    for s, (name, vals) in enumerate(series.items()):
-        ys = [n - 1 - g - (s - (k - 1) / 2) * height for g in range(n)]
-        kept = [(y, v) for y, v in zip(ys, vals[:20], strict=False)
-                if v is not None and math.isfinite(v)]
-        ax.barh([y for y, _ in kept], [v for _, v in kept], height=height,
-                color=PALETTE[s % len(PALETTE)], label=name)
-    ax.set_yticks(range(n), [_short(g) for g in groups[::-1]])
-    ax.set_xlabel(ylabel)
-    _title(ax, title, 5.6)
-    ax.legend(fontsize=7, ncols=min(k, 4), loc="lower right")
-    return _svg(fig)
+    kept = {name: [v if v is not None and math.isfinite(v) else None for v in vals[:20]]
+            for name, vals in series.items()}
+    lo, hi = _svg.span([v for vals in kept.values() for v in vals if v is not None],
+                       zero=True)
+    legend = [(name, PALETTE[s % len(PALETTE)]) for s, name in enumerate(kept)]
+    c, left, _, scale, mids = _svg.rows_chart(540.0, [_short(g) for g in groups],
+                                              8 + 9 * k, _short(title, 200), ylabel, lo, hi,
+                                              legend)
+    for s, (_, vals) in enumerate(kept.items()):
+        for y, v in zip(mids, vals, strict=False):
+            if v is not None:
+                x0 = left + (min(v, 0) - lo) * scale
+                c.rect(x0, y - 4.5 * k + 9 * s, abs(v) * scale, 8,
+                       PALETTE[s % len(PALETTE)])
+    return c.svg()
