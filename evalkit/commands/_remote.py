@@ -58,7 +58,8 @@ class Runs:
             from evalkit.labels.store import LABELS_DIR
 
             prefix = self.remote.path(LABELS_DIR)
-            self._download(sorted(self.remote.files_under(prefix)), prefix,
+            self._download([(p, p[len(prefix) + 1:])
+                            for p in sorted(self.remote.files_under(prefix))],
                            self.path / LABELS_DIR)
 
     def publish_beside(self, run_dir: Path, files: list[Path]) -> list[str]:
@@ -97,17 +98,18 @@ class Runs:
     def _fetch(self, run: RemoteRun) -> Path:
         local = self.path / run.experiment / run.run_id
         if local not in self._origin:
-            self._download(run.files, run.path, local)
+            self._download([(p, run.name_of(p)) for p in run.files], local)
             self._origin[local] = run
         return local
 
-    def _download(self, paths: list[str], prefix: str, local: Path) -> None:
+    def _download(self, objects: list[tuple[str, str]], local: Path) -> None:
+        """Copy each ``(object, its name under local)`` of ``objects`` to ``local``."""
         from concurrent.futures import ThreadPoolExecutor
 
         assert self.remote is not None
 
-        def one(path: str) -> None:
-            rel = path[len(prefix) + 1:]
+        def one(item: tuple[str, str]) -> None:
+            path, rel = item
             if not rel or any(p in ("", ".", "..") or p.startswith(".") for p in rel.split("/")):
                 return  # (a hidden or odd object name: never a path out of the copy)
             target = local / rel
@@ -120,18 +122,13 @@ class Runs:
                                   "check the storage and its credentials") from None
 
         local.mkdir(parents=True, exist_ok=True)
-        if paths:
-            with ThreadPoolExecutor(min(_DOWNLOADS, len(paths))) as pool:
-                list(pool.map(one, paths))
+        if objects:
+            with ThreadPoolExecutor(min(_DOWNLOADS, len(objects))) as pool:
+                list(pool.map(one, objects))
 
     def _upload(self, local: Path, target: str) -> str:
         assert self.remote is not None
-        try:
-            self.remote.upload(local, target)
-        except OSError as exc:
-            raise RunDirError(f"{self.command} --runs-dir: cannot upload {local.name} to "
-                              f"{self.remote.url_of(target)} ({mask(str(exc))[:200]}); check "
-                              "the storage and its credentials, and run again") from None
+        self.remote.upload(local, target)
         return self.remote.url_of(target)
 
 

@@ -22,10 +22,10 @@ import sys
 from pathlib import Path
 
 from evalkit._faults import point
-from evalkit.commands._runs import find_run, local_runs_dir
+from evalkit.commands._runs import find_run
 from evalkit.results.runs import run_manifests
 
-__all__ = ["FINISHED", "add_arguments", "compact_run", "main"]
+__all__ = ["FINISHED", "add_arguments", "compact_run", "main", "merge_parts"]
 
 # A failed or interrupted run is resumable, and its resume keeps the judgment parts of the
 # batches it finished by counting them (``.progress``): such a run is never rewritten.
@@ -92,12 +92,35 @@ def compact_run(run_dir: Path) -> int | None:
         os.close(fd)
 
 
-def _compact_locked(run_dir: Path) -> int | None:
+def merge_parts(parts: list[Path], out: Path) -> None:
+    """Write the rows of the judgment ``parts`` (in their order) to the one file ``out``,
+    with their unified schema (a column a part lacks is null there), in row groups of about
+    :data:`ROW_GROUP_ROWS`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from evalkit.results.writer import parquet_options
 
+    schema = pa.unify_schemas([pq.read_schema(p) for p in parts])
+    with pq.ParquetWriter(out, schema, **parquet_options(schema)) as writer:
+        group: list[pa.Table] = []
+        rows = size = 0
+        for part in parts:
+            table = pq.read_table(part)
+            for name in schema.names:
+                if name not in table.schema.names:
+                    table = table.append_column(
+                        schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
+            group.append(table.select(schema.names).cast(schema))
+            rows, size = rows + table.num_rows, size + table.nbytes
+            if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
+                writer.write_table(pa.concat_tables(group), row_group_size=max(rows, 1))
+                group, rows, size = [], 0, 0
+        if group:
+            writer.write_table(pa.concat_tables(group), row_group_size=max(rows, 1))
+
+
+def _compact_locked(run_dir: Path) -> int | None:
     _recover(run_dir)
     from evalkit.results.runs import read_manifest
 
@@ -105,28 +128,11 @@ def _compact_locked(run_dir: Path) -> int | None:
     parts = sorted((run_dir / "judgments").glob("part-*.parquet"))
     if status not in FINISHED or len(parts) < 2:
         return None
-    schema = pa.unify_schemas([pq.read_schema(p) for p in parts])
     new = run_dir / f".judgments-new-{os.getpid()}"
     shutil.rmtree(new, ignore_errors=True)
     new.mkdir()
     try:
-        with pq.ParquetWriter(new / "part-00000.parquet", schema,
-                              **parquet_options(schema)) as out:
-            group: list[pa.Table] = []
-            rows = size = 0
-            for part in parts:
-                table = pq.read_table(part)
-                for name in schema.names:
-                    if name not in table.schema.names:
-                        table = table.append_column(
-                            schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
-                group.append(table.select(schema.names).cast(schema))
-                rows, size = rows + table.num_rows, size + table.nbytes
-                if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-                    out.write_table(pa.concat_tables(group), row_group_size=max(rows, 1))
-                    group, rows, size = [], 0, 0
-            if group:
-                out.write_table(pa.concat_tables(group), row_group_size=max(rows, 1))
+        merge_parts(parts, new / "part-00000.parquet")
         point("compact_written")
         old = run_dir / f".judgments-old-{os.getpid()}"
         if _exchange(new, run_dir / "judgments"):
@@ -143,7 +149,11 @@ def _compact_locked(run_dir: Path) -> int | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    runs_dir = local_runs_dir(args.runs_dir, "compact")
+    from evalkit.results.storage import is_remote
+
+    if is_remote(args.runs_dir):
+        return _main_remote(args)
+    runs_dir = Path(args.runs_dir)
     if not args.runs and not runs_dir.is_dir():
         print(f"evalkit: error: compact --runs-dir: {runs_dir} is not a directory; pass the "
               "runs directory your runs are in (runner.runs_dir)", file=sys.stderr)
@@ -167,4 +177,24 @@ def main(args: argparse.Namespace) -> int:
             merged += 1
             files += n
     print(f"compacted {merged} of {len(dirs)} runs: {files} judgment parts into {merged} files")
+    return 0
+
+
+def _main_remote(args: argparse.Namespace) -> int:
+    """``compact --runs-dir URL`` (:mod:`evalkit.commands._compact_remote`)."""
+    from evalkit.commands._compact_remote import compact_remote
+    from evalkit.errors import RunDirError
+    from evalkit.redact import mask
+    from evalkit.results.storage import open_runs_dir
+
+    remote = open_runs_dir(args.runs_dir, "compact --runs-dir")
+    try:
+        merged, files, considered = compact_remote(remote, args.runs)
+    except OSError as exc:  # (an upload's failure is a RunDirError line already)
+        raise RunDirError(f"compact --runs-dir: cannot compact the runs at {remote.shown} "
+                          f"({mask(str(exc).splitlines()[0] if str(exc) else repr(exc))[:200]})"
+                          "; check the storage and its credentials, and run again (what was "
+                          "left half done is finished or undone then)") from None
+    print(f"compacted {merged} of {considered} runs: {files} judgment parts into {merged} "
+          "files")
     return 0

@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-__all__ = ["STALE_BEATS", "RemoteRun", "RemoteRunsDir", "heartbeat_stale", "is_remote",
-           "open_runs_dir", "publish_order", "run_stopped", "shown_url", "writer_gone",
-           "writer_tag"]
+__all__ = ["STALE_BEATS", "SWAP_DIR", "SWAP_MARKER", "RemoteRun", "RemoteRunsDir",
+           "heartbeat_stale", "is_remote", "is_staging", "open_runs_dir", "publish_order",
+           "run_stopped", "shown_url", "staging_name", "writer_gone", "writer_tag"]
 
 # a URL: scheme://..., or scheme:/... (a slash short: a typo that must not become a local
 # directory named "s3:"); a one-letter scheme is a Windows drive
@@ -53,6 +53,12 @@ _UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Could no
                 "Connection refused", "timed out", "Timeout")
 _MANIFEST_READERS = 16  # manifests (or Parquet footers) read at once: small GETs each
 _CHUNK = 8 << 20  # bytes an upload or download copies at a time
+_STAGING = ".tmp-"  # in a staging object's name (:func:`staging_name`)
+# ``evalkit compact`` of a remote run (:mod:`evalkit.commands._compact_remote`) uploads the
+# merged judgments into SWAP_DIR, then writes SWAP_MARKER: from then on readers read the run's
+# judgments from SWAP_DIR while ``judgments/`` is rewritten, until the marker is removed
+SWAP_DIR = ".judgments-new"
+SWAP_MARKER = ".judgments-swap"
 # a running run whose heartbeat is older than this many of its writer's intervals has
 # stopped: one late beat (a slow upload, a busy host) must not make a live run look dead
 STALE_BEATS = 3
@@ -132,11 +138,19 @@ class RemoteRun:
     manifest: dict[str, Any]
     status: str | None
     files: list[str] = field(default_factory=list)
+    # objects read in place of others: a compaction's merged judgments (see
+    # :data:`SWAP_MARKER`), by the path they stand for
+    stand_in: dict[str, str] = field(default_factory=dict)
+
+    def name_of(self, path: str) -> str:
+        """The name of the run's object ``path`` relative to the run (for a stand-in, the
+        name of the object it stands for)."""
+        return self.stand_in.get(path, path)[len(self.path) + 1:]
 
     def table_files(self, pattern: str) -> list[str]:
         """The run's files matching ``pattern`` (relative to the run, as in
         :data:`evalkit.results.runs.TABLE_FILES`)."""
-        return [f for f in self.files if fnmatch.fnmatchcase(f[len(self.path) + 1:], pattern)]
+        return [f for f in self.files if fnmatch.fnmatchcase(self.name_of(f), pattern)]
 
 
 @dataclass
@@ -195,15 +209,23 @@ class RemoteRunsDir:
         except OSError as exc:
             raise _access_error(self.key, self.shown, self.shown, exc, None) from None
         by_run: dict[str, list[str]] = {}
+        marked: set[str] = set()  # runs whose compaction committed (:data:`SWAP_MARKER`)
+        merged: dict[str, list[str]] = {}  # and their merged judgments
         manifests = []
         prefix = len(self.root) + 1 if self.root else 0
         for info in infos:
             if info.type != pafs.FileType.File:
                 continue
             parts = info.path[prefix:].split("/")
-            if len(parts) < 3 or any(p.startswith(".") for p in parts):
+            if len(parts) < 3:
                 continue
             run_path = self.path(parts[0], parts[1])
+            if parts[2] == SWAP_MARKER and len(parts) == 3:
+                marked.add(run_path)
+            elif parts[2] == SWAP_DIR and len(parts) == 4 and not parts[3].startswith("."):
+                merged.setdefault(run_path, []).append(info.path)
+            if any(p.startswith(".") for p in parts):
+                continue
             by_run.setdefault(run_path, []).append(info.path)
             if len(parts) == 3 and parts[2] == "manifest.json":
                 manifests.append(run_path)
@@ -216,8 +238,11 @@ class RemoteRunsDir:
             if status == "running" and run_stopped(manifest):
                 status = "interrupted"
             experiment, run_id = run_path.rsplit("/", 2)[-2:]
-            runs.append(RemoteRun(run_path, experiment, run_id, manifest, status,
-                                  sorted(by_run[run_path])))
+            run = RemoteRun(run_path, experiment, run_id, manifest, status,
+                            sorted(by_run[run_path]))
+            if run_path in marked and merged.get(run_path):
+                _read_swapped(run, merged[run_path])
+            runs.append(run)
         return runs
 
     def find(self, runs: list[RemoteRun], ref: str, command: str,
@@ -310,15 +335,15 @@ class RemoteRunsDir:
                              f"({_reason(exc)})") from None
 
     def put(self, path: str, data: bytes) -> None:
-        """Write ``data`` to the object at ``path`` (whole, or not at all: see :meth:`upload`)."""
+        """Write ``data`` to the object at ``path`` (whole, or not at all: see :meth:`write`)."""
         import io
 
-        self._write(io.BytesIO(data), path)
+        self.write(io.BytesIO(data), path)
 
     def upload(self, local: Path, path: str) -> None:
-        """Copy the local file ``local`` to ``path``; the object appears when it is whole."""
+        """Copy the local file ``local`` to ``path`` (whole, or not at all: see :meth:`write`)."""
         with open(local, "rb") as src:
-            self._write(src, path)
+            self.write(src, path, name=local.name)
 
     def download(self, path: str, local: Path) -> None:
         """Copy the object at ``path`` to the local file ``local``."""
@@ -327,14 +352,96 @@ class RemoteRunsDir:
         with self.fs.open_input_stream(path) as src, open(local, "wb") as dst:
             shutil.copyfileobj(src, dst, _CHUNK)
 
-    def _write(self, src: BinaryIO, path: str) -> None:
+    def write(self, src: BinaryIO, path: str, name: str | None = None) -> None:
+        """Write what ``src`` reads to the object at ``path``: under a hidden staging name
+        beside it (:func:`staging_name`, which no reader lists), moved to ``path`` once the
+        staged object is whole and of the size read (on S3 a server-side copy: the object
+        appears whole or not at all). pyarrow's output stream has no abort (closing it
+        after a failure publishes the bytes sent so far: apache/arrow#40502), so a write
+        that fails is closed and its staging object deleted; one a lost connection leaves
+        behind is removed by the next ``evalkit compact`` (:meth:`remove_staging`). A
+        failure is one :class:`~evalkit.errors.RunDirError` line naming :attr:`key` and
+        the object (``name``: the local file's, when it differs from the object's)."""
         import pyarrow.fs as pafs
 
-        if not isinstance(self.fs, pafs.S3FileSystem):  # (S3 has no directories to make)
-            self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with self.fs.open_output_stream(path) as dst:
-            while chunk := src.read(_CHUNK):
-                dst.write(chunk)
+        parent, _, leaf = path.rpartition("/")
+        staging = f"{parent}/{staging_name(leaf)}"
+        try:
+            if not isinstance(self.fs, pafs.S3FileSystem):  # (S3 has no directories)
+                self.fs.create_dir(parent, recursive=True)
+            dst = self.fs.open_output_stream(staging)
+            sent = 0
+            try:
+                while chunk := src.read(_CHUNK):
+                    dst.write(chunk)
+                    sent += len(chunk)
+            except BaseException:
+                self._abandon(dst, staging)
+                raise
+            dst.close()
+            got = self.fs.get_file_info(staging).size
+            if got != sent:
+                self._abandon(None, staging)
+                raise OSError(f"the store holds {got} of the {sent} bytes sent")
+            self.fs.move(staging, path)
+        except OSError as exc:
+            from evalkit.errors import RunDirError
+
+            raise RunDirError(f"{self.key}: cannot upload {name or leaf} to "
+                              f"{self.url_of(path)} ({_reason(exc)[:200]}); check the storage "
+                              "and its credentials, and run again") from None
+
+    def _abandon(self, dst: Any, staging: str) -> None:
+        """Close a failed write's stream (publishing its staging object at worst) and delete
+        that object; a failure here leaves it to :meth:`remove_staging`."""
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            if dst is not None:
+                dst.close()
+            self.fs.delete_file(staging)
+
+    def remove_staging(self, path: str, older_than_s: float) -> int:
+        """Delete the staging objects (:func:`staging_name`) under ``path`` older than
+        ``older_than_s`` seconds (younger ones may be a live write's, about to be moved);
+        how many."""
+        import contextlib
+
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
+        now = time.time()
+        removed = 0
+        for info in self.fs.get_file_info(selector):
+            if info.type != pafs.FileType.File or not is_staging(info.base_name):
+                continue
+            if info.mtime is not None and now - info.mtime.timestamp() < older_than_s:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_file(info.path)
+                removed += 1
+        return removed
+
+
+def staging_name(name: str) -> str:
+    """The hidden name an object ``name`` is written under before it is moved into place
+    (the local writer's temporary-file pattern: ``.NAME.tmp-XXXX``)."""
+    import uuid
+
+    return f".{name}{_STAGING}{uuid.uuid4().hex[:12]}"
+
+
+def is_staging(name: str) -> bool:
+    """Whether an object's base name is a staging name (:func:`staging_name`)."""
+    return name.startswith(".") and _STAGING in name
+
+
+def _read_swapped(run: RemoteRun, merged: list[str]) -> None:
+    """Read a run whose compaction committed from its merged judgments (they stand in for
+    ``judgments/``, which the compaction is rewriting)."""
+    judgments = f"{run.path}/judgments/"
+    run.files = sorted([f for f in run.files if not f.startswith(judgments)] + merged)
+    run.stand_in = {f: judgments + f.rsplit("/", 1)[1] for f in merged}
 
 
 def writer_tag(heartbeat_s: float) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import threading
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, RunDirError
 
 if TYPE_CHECKING:
     from evalkit.results.storage import RemoteRunsDir
@@ -70,7 +70,7 @@ class Heartbeat:
             # a beat that fails is skipped: the next may pass, and a run is not stopped for
             # it (enough of them and readers take the run for interrupted, which is said in
             # docs/scaling.md)
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(RunDirError):
                 self._remote.put(self._path, data)
 
     def stop(self) -> None:

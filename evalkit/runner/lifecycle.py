@@ -233,12 +233,13 @@ class Staged:
             return
         self.stop_heartbeat()  # no beat may land over the final manifest
         files = publish_order(run_dir.rglob("*"), run_dir)
-        if (run_dir / PROGRESS).exists():  # (stopped: what a resume keeps)
-            files.insert(-1, run_dir / PROGRESS)
         *data, manifest = files
         # the data files (those sent as the run went are in place) ...
         self._upload_all(run_dir, [f for f in data if f.parent.name != "judgments"
                                    or f.name not in self.sent])
+        if (run_dir / PROGRESS).exists():  # (stopped: what a resume keeps) once the parts
+            self._upload(run_dir, run_dir / PROGRESS)  # it names are all up
+            files.append(run_dir / PROGRESS)
         written = {f"{self.path}/{f.relative_to(run_dir).as_posix()}" for f in files}
         # (parts of the stopped run not written again, a finished run's progress)
         for path in sorted((self.stale | {f"{self.path}/{PROGRESS}"}) - written):
@@ -248,13 +249,7 @@ class Staged:
         self._upload(run_dir, manifest)  # ... and the manifest once they are all in place
 
     def _upload(self, run_dir: Path, local: Path) -> None:
-        target = f"{self.path}/{local.relative_to(run_dir).as_posix()}"
-        try:
-            self.remote.upload(local, target)
-        except OSError as exc:
-            raise RunDirError(f"runner.runs_dir: cannot upload {local.name} to "
-                              f"{self.remote.url_of(target)} ({mask(str(exc))[:200]}); "
-                              "check the storage and its credentials, and run again") from None
+        self.remote.upload(local, f"{self.path}/{local.relative_to(run_dir).as_posix()}")
 
     def close(self) -> None:
         import shutil

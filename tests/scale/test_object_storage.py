@@ -15,17 +15,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EVALKIT, run_cli
+from tests.scale.conftest import FAKE_ENV
+from tests.scale.conftest import objects as _objects
 
 pytestmark = pytest.mark.e2e  # runs evalkit end to end
 
 pytest.importorskip("moto.server")
 
 KEY_ID, SECRET = "AKIAEVALKITTESTKEY", "evalkitTestSecretValue42xyz"
-FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret",
-    "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-}
 VIEWS = {
     "records": "SELECT * FROM records ORDER BY run_id, record_id",
     "judgments": "SELECT * EXCLUDE (latency_s) FROM judgments ORDER BY run_id, record_id, judge",
@@ -36,49 +33,6 @@ VIEWS = {
             "ORDER BY run_id",
     "latest": "SELECT run_id, status, n_records FROM latest",
 }
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # (a line per request otherwise)
-    saved = {k: os.environ.get(k) for k in FAKE_ENV}
-    os.environ.update(FAKE_ENV)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    _, port = server.get_host_and_port()
-    yield port
-    server.stop()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-
-
-@pytest.fixture
-def bucket(s3_server: int):
-    """A fresh bucket; yields ``(url of runs/ in it, pyarrow filesystem, bucket name)``."""
-    import uuid
-
-    import pyarrow.fs as pafs
-
-    name = f"b-{uuid.uuid4().hex[:12]}"
-    fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{s3_server}", scheme="http",
-                           allow_bucket_creation=True)
-    fs.create_dir(name)
-    yield f"s3://{name}/runs?endpoint_override=127.0.0.1:{s3_server}&scheme=http", fs, name
-
-
-def _objects(fs, name: str) -> dict[str, int]:
-    import pyarrow.fs as pafs
-
-    infos = fs.get_file_info(pafs.FileSelector(name, recursive=True, allow_not_found=True))
-    return {i.path.removeprefix(name + "/"): i.size for i in infos
-            if i.type == pafs.FileType.File}
 
 
 def _rows(con, sql: str) -> list[tuple]:
@@ -435,39 +389,6 @@ def test_a_resumed_remote_run_judges_only_what_is_missing(tmp_path: Path, bucket
     assert rows == [(60, 60)]
 
 
-def test_a_failed_part_upload_is_one_line_and_its_batch_is_not_kept(
-        tmp_path: Path, bucket, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A part whose upload fails as the run goes: one line naming runner.runs_dir, and
-    ``.progress`` is not sent after it, so no resume counts that batch as done."""
-    from evalkit.errors import RunDirError
-    from evalkit.results.storage import RemoteRunsDir, open_runs_dir
-    from evalkit.runner.lifecycle import Staged
-
-    url, fs, name = bucket
-    remote = open_runs_dir(url, "runner.runs_dir")
-    run_dir = tmp_path / "run"
-    (run_dir / "judgments").mkdir(parents=True)
-    for k in range(2):
-        (run_dir / f"judgments/part-{k:05d}.parquet").write_bytes(b"part")
-    (run_dir / ".progress").write_text("digest 2\n")
-    real = RemoteRunsDir.upload
-
-    def upload(self, local: Path, path: str) -> None:
-        if local.name == "part-00001.parquet":
-            raise OSError("connection reset mid-file")
-        real(self, local, path)
-
-    monkeypatch.setattr(RemoteRunsDir, "upload", upload)
-    staged = Staged(remote, tmp_path, remote.path("quickstart", "cut"))
-    with pytest.raises(RunDirError) as caught:
-        staged.upload_progress(run_dir)
-    line = str(caught.value)
-    assert "\n" not in line and line.startswith("runner.runs_dir: cannot upload "
-                                                 "part-00001.parquet")
-    assert "connection reset" in line
-    assert set(_objects(fs, name)) == {"runs/quickstart/cut/judgments/part-00000.parquet"}
-
-
 def _one_line_error(proc: subprocess.CompletedProcess[str], key: str) -> str:
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -558,14 +479,6 @@ def test_credentials_in_the_url_are_stored_nowhere(tmp_path: Path, bucket) -> No
     for run_dir, config in rows.fetchall():
         assert SECRET not in run_dir + config and KEY_ID not in run_dir + config
         assert run_dir.startswith(f"s3://{name}/runs/quickstart/")
-
-
-def test_compact_of_a_remote_runs_dir_says_it_needs_a_local_one(tmp_path: Path,
-                                                                 bucket) -> None:
-    url, _, _ = bucket
-    proc = run_cli("compact", "--runs-dir", url, cwd=tmp_path, env=_env(), check=False)
-    line = _one_line_error(proc, "--runs-dir")
-    assert "local" in line, line
 
 
 def test_a_file_url_is_a_runs_dir_through_the_same_layer(tmp_path: Path) -> None:

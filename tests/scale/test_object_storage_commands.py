@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.scale.test_object_storage import FAKE_ENV, _objects, bucket, s3_server  # noqa: F401
+from tests.scale.conftest import FAKE_ENV
+from tests.scale.conftest import objects as _objects
 from tests.sinks.otlp_receiver import otlp_receiver
 
 pytestmark = pytest.mark.e2e
@@ -24,7 +25,7 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture
-def runs_in_bucket(tmp_path: Path, bucket) -> tuple[str, object, str]:  # noqa: F811
+def runs_in_bucket(tmp_path: Path, bucket) -> tuple[str, object, str]:
     """Two quickstart runs (``one``, ``two``) and two shards of a third (``s0``, ``s1``),
     made on local disk and copied to the bucket."""
     import pyarrow.fs as pafs
