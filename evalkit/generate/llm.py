@@ -3,7 +3,9 @@ model reached through the LLM judges' engine (litellm model strings or the lean 
 transport; response cache, limits, retries, cost accounting, dry-run pricing).
 
 The request: the recorded message list replayed (``metadata.input_messages``, which the
-sources keep when a record's input was a message list; else the input as one user message),
+sources keep when a record's input was a message list, or an input that is a message list's
+JSON text), as OpenAI chat messages whatever shape it was recorded in
+(:mod:`evalkit.generate.messages`); else the input as one user message;
 or a ``template`` over the record's columns; ``system_prompt`` replaces the recorded system
 message; ``tools`` are sent as the request's tool definitions. ``offline: true`` calls no
 model: each candidate is a deterministic stand-in text seeded from a hash of the request
@@ -19,7 +21,9 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from evalkit.generate.messages import openai_messages, system_text
 from evalkit.plugin import Call, Generator, LlmJudge, LlmJudgeConfig
+from evalkit.sources._chat import messages_of
 
 __all__ = ["LlmGenerator"]
 
@@ -83,10 +87,12 @@ def request_messages(config: LlmGeneratorConfig, record: dict[str, Any]) -> list
         fields["metadata"] = _metadata(record)
         messages = [{"role": "user", "content": config.template.format_map(fields)}]
     else:
-        recorded = _metadata(record).get("input_messages")
-        if isinstance(recorded, list) and recorded and \
-                all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in recorded):
-            messages = [dict(m) for m in recorded]
+        meta = _metadata(record)
+        # the list the source kept, else an input that is a message list's JSON text (a
+        # message list left unmapped, or read with chat_messages: raw)
+        recorded = messages_of(meta.get("input_messages")) or messages_of(record.get("input"))
+        if recorded:
+            messages = openai_messages(recorded, system_text(meta.get("system_instructions")))
             while messages and messages[-1]["role"] == "assistant":  # (the recorded answer)
                 messages.pop()
         else:
@@ -131,10 +137,22 @@ class _Caller(LlmJudge):
                     extra={"tools": self.config.tools} if self.config.tools else {})
 
     def planned_calls(self, record: dict[str, Any]) -> list[Call]:
-        return [self.call(record)]
+        try:
+            return [self.call(record)]
+        except ValueError:  # (no call will be made: the run says why)
+            return []
+
+    def _unreplayable(self, record: dict[str, Any], exc: ValueError) -> dict[str, Any]:
+        return {"record_id": record["record_id"], "output": None, "model": self.config.model,
+                "status": "error", "error": f"the recorded messages cannot be replayed: {exc}",
+                "details": {"cause": "request"}}
 
     async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
-        result = await self.ask(self.call(record))
+        try:
+            call = self.call(record)
+        except ValueError as exc:
+            return self._unreplayable(record, exc)
+        result = await self.ask(call)
         row = {"record_id": record["record_id"], "model": self.config.model,
                "latency_s": result.latency_s, "cost_usd": result.cost_usd,
                "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
@@ -145,7 +163,10 @@ class _Caller(LlmJudge):
         return {**row, "output": result.raw, "status": "ok"}
 
     def offline_row(self, record: dict[str, Any]) -> dict[str, Any]:
-        text, seed = offline_text(request_messages(self.config, record))
+        try:
+            text, seed = offline_text(request_messages(self.config, record))
+        except ValueError as exc:
+            return self._unreplayable(record, exc)
         # no call: no latency to report (null, not 0), nothing spent
         return {"record_id": record["record_id"], "output": text, "model": "offline",
                 "latency_s": None, "cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0,
