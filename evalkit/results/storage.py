@@ -303,12 +303,16 @@ class RemoteRunsDir:
             raise _access_error(self.key, self.shown, self.shown, exc, None) from None
 
     def exists(self, path: str) -> bool:
+        """Whether ``path`` is an object or holds one: an empty directory marker (pyarrow
+        leaves one for the parent of an object it deletes on S3) holds nothing."""
         import pyarrow.fs as pafs
 
         try:
-            return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+            if self.fs.get_file_info(path).type == pafs.FileType.File:
+                return True
         except OSError as exc:
             raise _access_error(self.key, self.shown, self.shown, exc, None) from None
+        return bool(self.files_under(path))
 
     def dataset(self, files: list[str], table: str) -> ds.Dataset:
         """One pyarrow dataset over Parquet ``files``, its schema the union of theirs by

@@ -54,6 +54,7 @@ def test_a_write_that_fails_mid_file_leaves_no_object(bucket, error: BaseExcepti
         assert "\n" not in line and "input/output error" in line
         assert line.startswith("runner.runs_dir: cannot upload part-00000.parquet to s3://")
     assert objects(fs, name) == {}  # not under its name, nor a staging one left behind
+    assert not remote.exists(remote.path("quickstart", "x"))  # (a new run may take its id)
     remote.write(io.BytesIO(b"whole"), target)
     assert objects(fs, name) == {"runs/quickstart/x/judgments/part-00000.parquet": 5}
 
