@@ -360,6 +360,7 @@ def _slices(run: RunData, plugins: tuple[str, ...] | None) -> str:
         by_metric[m["metric"]].append(m)
         plugin_of[m["metric"]] = m.get("plugin") or ""
     parts = []
+    empty = []  # metrics with no value in any slice: named, not drawn as empty charts
     latency: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for name, rows in by_metric.items():
         plugin = plugin_of[name]
@@ -372,6 +373,9 @@ def _slices(run: RunData, plugins: tuple[str, ...] | None) -> str:
             continue
         if len(rows) < 2 and plugins is None:
             continue
+        if not any(_finite(r["value"]) for r in rows):
+            empty.append(name)
+            continue
         parts.append(chart(f"slices:{name}", _charts.forest(
             [r["slice"] for r in rows], [r["value"] for r in rows],
             [r["ci_low"] for r in rows], [r["ci_high"] for r in rows],
@@ -379,10 +383,21 @@ def _slices(run: RunData, plugins: tuple[str, ...] | None) -> str:
     for base, per_slice in latency.items():
         slices = list(per_slice)
         stats = list(dict.fromkeys(s for v in per_slice.values() for s in v if s != "mean"))
+        if not any(_finite(per_slice[x].get(s)) for x in slices for s in stats):
+            empty.append(base)
+            continue
         parts.insert(0, chart(f"latency:{base}", _charts.grouped_bars(
             slices, {s: [per_slice[x].get(s) for x in slices] for s in stats},
             f"{base}: percentiles by slice", "seconds")))
-    return f'<div class="grid">{"".join(parts)}</div>' if parts else ""
+    body = f'<div class="grid">{"".join(parts)}</div>' if parts else ""
+    if empty:
+        body += (f"<p class='note'>No slice has a value for {e(', '.join(sorted(empty)))} "
+                 "(the metrics table says why).</p>")
+    return body
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
 
 
 def _all_metrics(run: RunData) -> str:

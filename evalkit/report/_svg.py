@@ -36,21 +36,18 @@ def tick_text(v: float) -> str:
 
 
 def nice_ticks(lo: float, hi: float, most: int) -> list[float]:
-    """Round tick values covering [lo, hi], at most ``most`` of them (1, 2, 2.5 or 5 × 10^k
+    """Round tick values inside [lo, hi], at most ``most`` of them (1, 2, 2.5 or 5 × 10^k
     apart)."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return [lo] if math.isfinite(lo) else []
     most = max(2, most)
-    raw = (hi - lo) / (most - 1)
-    base = 10 ** math.floor(math.log10(raw))
-    step = next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= raw)
-    first = math.ceil(lo / step - 1e-9)
-    ticks = []
-    k = first
-    while k * step <= hi + step * 1e-9:
-        ticks.append(round(k * step, 12))
-        k += 1
-    return ticks
+    base = 10 ** math.floor(math.log10((hi - lo) / (most - 1)) - 1)
+    # the smallest round step that puts at most ``most`` ticks in the range
+    for step in (m * base * 10 ** k for k in range(4) for m in (1, 2, 2.5, 5)):
+        first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+        if last - first + 1 <= most:
+            break
+    return [round(k * step, 12) for k in range(first, last + 1)]
 
 
 def span(values: Sequence[float], zero: bool = False) -> tuple[float, float]:

@@ -357,3 +357,42 @@ def test_the_comparison_page_puts_the_gates_first_then_the_split_and_the_flips(t
     assert gates < split < flips
     assert page.count("class='change-regressed'") == 15
     assert "data-record='r001'" in page
+
+
+def test_a_metric_with_no_value_in_any_slice_gets_a_note_not_a_chart() -> None:
+    """Like across runs: a forest of 'no value' rows, or latency bars with no bar, says
+    nothing; the metric is named below the charts instead. Labels are escaped in the SVG."""
+    from types import SimpleNamespace
+
+    from evalkit.report._page import _slices
+
+    def row(metric, slice_, value, plugin):
+        return {"metric": metric, "slice": slice_, "value": value, "ci_low": None,
+                "ci_high": None, "plugin": plugin}
+
+    run = SimpleNamespace(metrics=[
+        row("score_mean", "all", None, "mean"), row("score_mean", "model=a", None, "mean"),
+        row("edit_rate", "all", None, "edit_rate"),
+        row("edit_rate", "model=a", None, "edit_rate"),
+        row("echo_rate", "all", 0.2, "rate"), row("echo_rate", "model=<b>a</b>", 0.3, "rate"),
+        row("latency.p50", "all", None, "latency"), row("latency.p95", "all", None, "latency")])
+    slices = _slices(run, None)
+    assert charts(slices) == ["slices:echo_rate"]
+    assert "<b>a</b>" not in slices and "model=&lt;b&gt;a&lt;/b&gt;" in slices
+    assert "No slice has a value for score_mean" in slices
+    operations = _slices(run, ("latency", "edit_rate"))
+    assert charts(operations) == []
+    assert "No slice has a value for edit_rate, latency" in operations
+
+
+@pytest.mark.parametrize("lo, hi, most", [(0, 1, 6), (0.283, 0.476, 5), (-3.2, 17.5, 8),
+                                          (0, 300, 2), (1e-4, 3e-4, 4)])
+def test_axis_ticks_are_round_inside_the_range_and_few(lo, hi, most) -> None:
+    from evalkit.report._svg import nice_ticks
+
+    ticks = nice_ticks(lo, hi, most)
+    assert 2 <= len(ticks) <= most and all(lo - 1e-12 <= t <= hi + 1e-12 for t in ticks)
+    steps = {round(b - a, 12) for a, b in zip(ticks, ticks[1:], strict=False)}
+    (step,) = steps
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    assert any(math.isclose(mantissa, m) for m in (1, 2, 2.5, 5))
