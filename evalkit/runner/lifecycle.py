@@ -223,9 +223,13 @@ class Staged:
             self.heartbeat.stop()
             self.heartbeat = None
 
-    def publish(self, run_dir: Path, manifest_only: bool = False) -> None:
+    def publish(self, run_dir: Path, manifest_only: bool = False,
+                stopped: bool = False) -> None:
         """Upload ``run_dir``'s files (only its manifest when ``manifest_only``); a failed
-        upload is one line naming ``runner.runs_dir``."""
+        upload is one line naming ``runner.runs_dir``. A ``stopped`` run (failed or
+        interrupted) whose data files fail to upload still uploads its manifest (readers
+        never read a stopped run's tables), but not ``.progress``, which could name a part
+        that is not up; the error is raised after."""
         from evalkit.results.storage import publish_order
 
         if manifest_only:
@@ -235,8 +239,13 @@ class Staged:
         files = publish_order(run_dir.rglob("*"), run_dir)
         *data, manifest = files
         # the data files (those sent as the run went are in place) ...
-        self._upload_all(run_dir, [f for f in data if f.parent.name != "judgments"
-                                   or f.name not in self.sent])
+        try:
+            self._upload_all(run_dir, [f for f in data if f.parent.name != "judgments"
+                                       or f.name not in self.sent])
+        except RunDirError:
+            if stopped:  # (what is in the bucket stays as it was, the manifest aside)
+                self._upload(run_dir, manifest)
+            raise
         if (run_dir / PROGRESS).exists():  # (stopped: what a resume keeps) once the parts
             self._upload(run_dir, run_dir / PROGRESS)  # it names are all up
             files.append(run_dir / PROGRESS)

@@ -327,7 +327,7 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
         with contextlib.suppress(RunDirError):  # (a full disk must not hide the first error)
             writer.write_manifest(manifest)
             if staged is not None:  # what it wrote, and why it stopped
-                staged.publish(run_dir)
+                staged.publish(run_dir, stopped=True)
         raise
     finally:
         judging.close()

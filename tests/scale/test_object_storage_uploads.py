@@ -7,6 +7,7 @@ front of the S3 test server that drops the connection mid-upload."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -63,9 +64,9 @@ def test_an_upload_cut_mid_file_fails_the_run_and_a_resume_finishes_it(
         tmp_path: Path, bucket, s3_server: int, capsys: pytest.CaptureFixture[str]) -> None:
     """End to end: the proxy drops the connection after 2 kB of the second judgment part's
     upload (its retry too, then refuses it). The run fails in one line; no object of that
-    part is in the bucket under any name; a query answers (the run stopped: no rows; its
-    failed manifest could not go up either, as data goes before it, so it reads
-    interrupted); a resume through the server itself finishes the run."""
+    part is in the bucket under any name; the run's failed manifest is up (its tables are
+    never read), and a query answers; a resume through the server itself finishes the
+    run."""
     url, fs, name = bucket
     env = {**FAKE_ENV}
     args = ["run", "+experiment=quickstart", "runner.batch_size=40", "runner.summary=false"]
@@ -80,8 +81,10 @@ def test_an_upload_cut_mid_file_fails_the_run_and_a_resume_finishes_it(
     left = objects(fs, name)
     assert not [k for k in left if "part-00001" in k], left
     assert not [k for k in left if ".tmp-" in k], left
+    manifest = json.loads(fs.open_input_file(f"{name}/runs/quickstart/cut/manifest.json").read())
+    assert manifest["status"] == "failed" and "cannot upload part-00001" in manifest["error"]
     sql = ("SELECT run_id, status, (SELECT count(*) FROM judgments) AS judgments FROM runs")
-    assert _query(url, sql, capsys) == ["run_id,status,judgments", "cut,interrupted,0"]
+    assert _query(url, sql, capsys) == ["run_id,status,judgments", "cut,failed,0"]
 
     run_cli(*args, f"runner.runs_dir='{url}'", "--resume", "cut", cwd=tmp_path, env=env)
     assert _query(url, sql, capsys) == ["run_id,status,judgments", "cut,ok,320"]
