@@ -112,7 +112,9 @@ def _swap(remote: RemoteRunsDir, run: RemoteRun, marker: str, staged: list[str],
     for path in staged:  # (a server-side copy on S3: nothing is downloaded)
         remote.fs.copy_file(path, f"{run.path}/judgments/{path.rsplit('/', 1)[1]}")
     point("compact_copied")  # (judgments/ holds the merged file and the old parts)
-    _delete(remote, [f for f in judgments if f not in kept])
+    # the old parts only: runner.repeats' repeat-*.parquet stay as they are
+    _delete(remote, [f for f in judgments if f not in kept and fnmatch.fnmatchcase(
+        f.rsplit("/", 1)[1], "part-*.parquet")])
     point("compact_swapped")
     _delete(remote, [marker])  # readers read judgments/ again: the merged file
     _delete(remote, staged)

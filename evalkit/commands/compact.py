@@ -2,7 +2,8 @@
 run, so a query over many runs opens few files (each judged batch of a run wrote its own
 part). Rows, columns and their order stay as they were: the parts are read in their order
 and written as one ``judgments/part-00000.parquet`` with the parts' unified schema (a column
-a part lacks is null there, as the query layer's ``union_by_name`` read gave it).
+a part lacks is null there, as the query layer's ``union_by_name`` read gave it). The other
+files of ``judgments/`` (``runner.repeats``' ``repeat-*.parquet``) are kept as they are.
 
 A run is rewritten only when finished (its manifest says ``ok``) and has more than one
 part: a failed or interrupted run is resumable, and its resume counts its parts.
@@ -133,6 +134,14 @@ def _compact_locked(run_dir: Path) -> int | None:
     new.mkdir()
     try:
         merge_parts(parts, new / "part-00000.parquet")
+        # every other file of judgments/ (runner.repeats' repeat-*.parquet) goes over as it
+        # is: a hard link, so the old directory is untouched until the swap
+        for other in sorted((run_dir / "judgments").iterdir()):
+            if other.is_file() and other not in parts:
+                try:
+                    os.link(other, new / other.name)
+                except OSError:
+                    shutil.copy2(other, new / other.name)
         point("compact_written")
         old = run_dir / f".judgments-old-{os.getpid()}"
         if _exchange(new, run_dir / "judgments"):

@@ -1,5 +1,6 @@
 """``evalkit merge RUN...``: the shards of one logical run (``source.shard=i/n``) as one run.
-Its records, judgments and rejects are the shards' own, under the merged run's id, and its
+Its records, judgments (every repeat of ``runner.repeats`` too) and rejects are the shards'
+own, under the merged run's id, and its
 metrics and alerts are computed again over the merged tables by the same metric plugins
 and config: never an average of per-shard figures (a rate's interval, a percentile or a
 kappa do not average). The merged run is written beside the shards in a hidden directory
@@ -179,6 +180,9 @@ def merge(dirs: list[Path], runs_dir: Path) -> Path:
                 writer.add_records(_set_run_id(pa.Table.from_batches([batch]), run_id))
             for part in sorted((d / "judgments").glob("part-*.parquet")):
                 writer.add_judgments(_set_run_id(pq.read_table(part), run_id))
+            # the extra judgments of runner.repeats, each kept (repeatability reads them)
+            for part in sorted((d / "judgments").glob("repeat-*.parquet")):
+                writer.add_repeats(_set_run_id(pq.read_table(part), run_id))
             if (d / "rejects.parquet").exists():
                 rejects.append(_set_run_id(pq.read_table(d / "rejects.parquet"), run_id))
         point("merge_records")

@@ -93,7 +93,9 @@ class RepeatabilityMetric(Metric):
         k = max((len(v) for v in by_record.values()), default=0)
         rows = []
         for label, idx in index_slices(records, list(cfg.slice_by)):
-            kept = [ids[i] for i in idx if not excluded[i]]
+            # by id: the cluster bootstrap's draws are then a function of the set of records,
+            # not of the order a run (or a merge of shards) wrote them in
+            kept = sorted(ids[i] for i in idx if not excluded[i])
             judged = [by_record[r] for r in kept if len(by_record.get(r, ())) >= 2]
             counts = dict(n_attempted=len(idx), n_excluded=int(excluded[idx].sum()),
                           n_judged=len(judged), n_unscored=len(kept) - len(judged))

@@ -28,12 +28,20 @@ def local_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     marked ``failed``; the runs directory and the finished run's id."""
     root = tmp_path_factory.mktemp("runs")
     run_cli("run", "-m", "+experiment=quickstart", "runner.batch_size=16",
-            "runner.summary=false", "judges.prompt_echo.threshold=0.5,0.9", cwd=root)
+            "runner.summary=false", "judges.prompt_echo.threshold=0.5,0.9",
+            "runner.judge_repeats={prompt_echo: 2}", cwd=root)  # (repeats a compact keeps)
     manifests = {json.loads(p.read_text())["sweep_job"]: p
                  for p in (root / "runs/quickstart").glob("*/manifest.json")}
     failed = manifests[1]
     failed.write_text(json.dumps({**json.loads(failed.read_text()), "status": "failed"}))
     return root / "runs", manifests[0].parent.name
+
+
+def _repeats(runs_dir: Path, run_id: str) -> list[str]:
+    """The run's repeat files (``runner.repeats``), which a compact keeps as they are."""
+    found = sorted((runs_dir / "quickstart" / run_id / "judgments").glob("repeat-*.parquet"))
+    assert found
+    return [f"judgments/{p.name}" for p in found]
 
 
 def _answers(runs_dir: str) -> list[list[tuple]]:
@@ -104,9 +112,12 @@ def test_compact_in_a_bucket_equals_compact_on_disk(tmp_path: Path, local_runs, 
     monkeypatch.setattr(_compact_remote, "STAGING_GRACE_S", 0.0)
     parts = len(list((local_runs / "quickstart" / done / "judgments").glob("part-*.parquet")))
     assert parts > 1
+    repeats = connect(url).execute("SELECT count(*) FROM repeats").fetchone()[0]
+    assert repeats > 0
     out = _compact(url, capsys)
     assert f"compacted 1 of 2 runs: {parts} judgment parts into 1 files" in out
     assert _answers(url) == before
+    assert connect(url).execute("SELECT count(*) FROM repeats").fetchone()[0] == repeats
 
     on_disk = tmp_path / "runs"
     shutil.copytree(local_runs, on_disk)
@@ -140,7 +151,7 @@ def test_a_compact_stopped_at_any_step_leaves_the_bucket_readable(
     assert _answers(url) == before
     layout = _layout(fs, name)
     assert [f for f in layout[done] if f.startswith("judgments/")] == \
-        ["judgments/part-00000.parquet"]
+        ["judgments/part-00000.parquet", *_repeats(local_runs, done)]
     assert not [f for files in layout.values() for f in files if f.startswith(".")]
 
 
@@ -167,4 +178,5 @@ def test_a_compact_killed_after_its_commit_is_finished_by_the_next(tmp_path: Pat
     assert "compacted 0 of 2 runs" in _compact(url, capsys)  # (finished, not counted again)
     assert _answers(url) == before
     assert [k for k in objects(fs, name) if f"/{done}/" in k and "judgments" in k] == \
-        [f"runs/quickstart/{done}/judgments/part-00000.parquet"]
+        [f"runs/quickstart/{done}/{f}" for f in ["judgments/part-00000.parquet",
+                                                 *_repeats(local_runs, done)]]
