@@ -13,8 +13,8 @@ from evalkit.results.storage import is_remote, shown_url
 
 
 def local_runs_dir(runs_dir: str, command: str) -> Path:
-    """``--runs-dir`` as a local directory; a URL (object storage) is a one-line error: only
-    ``evalkit run`` and ``evalkit query`` work on runs there."""
+    """``--runs-dir`` as a local directory; a URL (object storage) is a one-line error, for
+    the commands that work on local runs only."""
     if is_remote(runs_dir):
         raise EvalkitError(f"{command} --runs-dir: {shown_url(runs_dir)} is on object storage; "
                            f"{command} needs a local runs directory: copy the runs it should "

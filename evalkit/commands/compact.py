@@ -10,7 +10,8 @@ part: a failed or interrupted run is resumable, and its resume counts its parts.
 The new file is written in a sibling directory, then swapped with ``judgments/`` in one
 ``renameat2(RENAME_EXCHANGE)`` on Linux (a reader sees the old parts or the new file, never
 neither); elsewhere by two renames, and a directory left half-swapped by a crash is put back
-by the next ``evalkit compact``."""
+by the next ``evalkit compact``. Runs on object storage (``--runs-dir s3://...``) are
+compacted by :mod:`evalkit.commands._compact_remote`, with the same guarantees."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ _AT_FDCWD = -100
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="*", help="run ids or directories (default: every "
                         "finished run under --runs-dir)")
-    parser.add_argument("--runs-dir", default="runs", help="the runs directory (default: runs)")
+    parser.add_argument("--runs-dir", default="runs", help="the runs directory, or a URL "
+                        "(s3://BUCKET/PREFIX) of one on object storage (default: runs)")
 
 
 def _exchange(a: Path, b: Path) -> bool:
