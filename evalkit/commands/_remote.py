@@ -62,6 +62,13 @@ class Runs:
                             for p in sorted(self.remote.files_under(prefix))],
                            self.path / LABELS_DIR)
 
+    def shown(self, run_dir: Path) -> str:
+        """Where the run ``run_dir`` (from :meth:`find`) is, as it may be printed: its URL
+        when it was copied from the store (not the private copy's path)."""
+        origin = self._origin.get(run_dir)
+        return str(run_dir) if self.remote is None or origin is None else \
+            self.remote.url_of(origin.path)
+
     def publish_beside(self, run_dir: Path, files: list[Path]) -> list[str]:
         """Upload ``files`` (written in the local ``run_dir``) into that run's directory in
         the store; their URLs (nothing to do for a local runs directory)."""

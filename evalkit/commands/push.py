@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from evalkit.commands._remote import runs_at
 from evalkit.errors import EvalkitError
@@ -56,14 +55,15 @@ def main(args: argparse.Namespace) -> int:
         run_dir = runs.find(args.run, unfinished=args.all_runs)
         # a server's answer may quote a key: what is printed is masked
         report = mask_tree(cls(args.to, config, None).push(run_dir), by_name=False)
+        where = runs.shown(run_dir)  # (a remote run's URL, not its private copy's path)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
-        _print(report, run_dir)
+        _print(report, where)
     return 1 if report.get("failed") else 0
 
 
-def _print(report: dict, run_dir: Path) -> None:
+def _print(report: dict, run_dir: str) -> None:
     print(f"pushed {report.get('pushed', 0)} score(s) from {run_dir} to "
           f"{report.get('host', '?')}")
     for why, n in sorted((report.get("skipped") or {}).items()):

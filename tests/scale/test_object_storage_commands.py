@@ -41,19 +41,21 @@ def runs_in_bucket(tmp_path: Path, bucket) -> tuple[str, object, str]:
 
 def test_compare_and_push_read_runs_in_a_bucket_as_on_disk(tmp_path: Path,
                                                             runs_in_bucket) -> None:
-    url, _, _ = runs_in_bucket
+    url, _, name = runs_in_bucket
     args = ("compare", "one", "two", "--n-boot", "50", "--format", "json")
     local = run_cli(*args, cwd=tmp_path)
     remote = run_cli(*args, "--runs-dir", url, cwd=tmp_path, env=_env())
     assert json.loads(remote.stdout) == json.loads(local.stdout) and json.loads(local.stdout)
     with otlp_receiver() as got:
-        pushed = run_cli("push", "two", "--to", "otlp", "--endpoint", got.url, "--json",
+        pushed = run_cli("push", "two", "--to", "otlp", "--endpoint", got.url,
                          "--runs-dir", url, cwd=tmp_path, env=_env())
         remote_records = len(got.log_records())
     with otlp_receiver() as got:
         run_cli("push", "two", "--to", "otlp", "--endpoint", got.url, "--json", cwd=tmp_path)
         local_records = len(got.log_records())
     assert remote_records == local_records > 0, pushed.stdout
+    # (it says where the run is: the bucket, not the private copy it was read from)
+    assert f"from s3://{name}/runs/quickstart/two to " in pushed.stdout, pushed.stdout
 
 
 def test_report_of_a_run_in_a_bucket_is_uploaded_beside_it(tmp_path: Path,
