@@ -53,6 +53,14 @@ def rogan_gladen(judge_flags: np.ndarray, y: np.ndarray, f: np.ndarray,
     q1t = (m1 * q1 + 1) / (m1 + 2)
     q0t = (m0 * q0 + 1) / (m0 + 2)
     youden = q0t + q1t - 1
+    if youden <= 0:
+        # (q0 + q1 > 1 on the raw counts, but not once each is pulled toward 1/2: the
+        # interval would divide by zero or flip; a judge this close to chance corrects
+        # nothing the labels can vouch for)
+        return Estimate.refused("rogan_gladen", f"the judge is too close to chance on the "
+                                f"labelled records (sensitivity {q1:.3g} + specificity "
+                                f"{q0:.3g} <= 1 once adjusted for {m1} and {m0} labels)",
+                                **details)
     value = float(np.clip((p + q0 - 1) / (q0 + q1 - 1), 0.0, 1.0))
     centre = float(np.clip((pt + q0t - 1) / youden, 0.0, 1.0))
     var = (pt * (1 - pt) / n + (1 - centre) ** 2 * q0t * (1 - q0t) / m0

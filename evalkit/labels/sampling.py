@@ -26,7 +26,7 @@ import pyarrow as pa
 from evalkit.errors import LabelError
 from evalkit.labels.store import SAMPLES, write_sample
 
-__all__ = ["SAMPLE_DESIGNS", "Drawn", "draw_sample", "population"]
+__all__ = ["SAMPLE_DESIGNS", "Drawn", "draw_indices", "draw_sample", "population"]
 
 SAMPLE_DESIGNS = ("random", "stratified", "active")
 
@@ -92,18 +92,11 @@ def draw_sample(run_dir: Path, runs_dir: Path, judge: str, budget: int, design: 
                          "included records in this run; label them all (a census) or draw "
                          "fewer")
     rng = np.random.default_rng(seed)
-    strata = None
-    if design == "random":
-        idx = np.sort(rng.choice(big_n, budget, replace=False))
-        prob = np.full(len(idx), budget / big_n)
-    elif design == "stratified":
+    keys = None
+    if design == "stratified":
         keys = pop["by"] if by else np.array(["flagged" if v else "not flagged"
                                               for v in pop["verdict"]], dtype=object)
-        idx, prob, strata = _stratified(keys, pop["score"], budget, rng)
-    else:
-        pi = _active_probabilities(pop["score"], budget)
-        idx = np.flatnonzero(rng.random(big_n) < pi)
-        prob = pi[idx]
+    idx, prob, strata = draw_indices(design, pop["score"], budget, rng, keys)
     manifest_run = run_dir.name
     sample_id = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{manifest_run}-{judge}-{design}-s{seed}")
     n = len(idx)
@@ -118,6 +111,26 @@ def draw_sample(run_dir: Path, runs_dir: Path, judge: str, budget: int, design: 
     if write:
         drawn.path = write_sample(runs_dir, table)
     return drawn
+
+
+def draw_indices(design: str, score: np.ndarray, budget: int, rng: np.random.Generator,
+                 keys: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The draw itself, over records ``0..len(score)-1``: the chosen indices (sorted), the
+    inclusion probability each was drawn with, and its stratum (None but for
+    ``stratified``, whose strata are ``keys``). The coverage bench calls it too, so the
+    probabilities it checks are the ones this draw realises."""
+    big_n = len(score)
+    if design == "random":
+        idx = np.sort(rng.choice(big_n, budget, replace=False))
+        return idx, np.full(len(idx), budget / big_n), None
+    if design == "stratified":
+        if keys is None:
+            raise ValueError("a stratified draw needs each record's stratum (keys)")
+        return _stratified(keys, score, budget, rng)
+    pi = _active_probabilities(score, budget)
+    idx = np.flatnonzero(rng.random(big_n) < pi)
+    return idx, pi[idx], None
 
 
 def _binary(score: np.ndarray) -> bool:

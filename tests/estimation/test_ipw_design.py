@@ -1,0 +1,108 @@
+"""The IPW interval against hand-worked variances and the process it claims to cover; the
+sampler's draws against the probabilities it records; Rogan–Gladen near chance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evalkit.estimation import ipw_mean, rogan_gladen
+from evalkit.estimation._estimate import t_value
+from evalkit.labels.sampling import draw_indices
+
+
+def _se(est, confidence):
+    return (est.high - est.low) / 2 / t_value(confidence, est.details["df"])
+
+
+def test_stratified_variance_equals_the_hand_formula():
+    # 10 records: stratum a (6, pi = 3/6) and b (4, pi = 3/4); the judge's value is its
+    # stratum, so lambda = 0 and the estimate is the stratified mean 0.6*0.5 + 0.4*0.75
+    f_all = np.array([0.0] * 6 + [1.0] * 4)
+    idx = np.array([0, 1, 2, 6, 7, 8])
+    y = np.array([0.0, 0.5, 1.0, 1.0, 0.5, 0.75])
+    pi = np.array([0.5] * 3 + [0.75] * 3)
+    strata = np.array(["a"] * 3 + ["b"] * 3)
+    # design: 0.6^2 (1 - 1/2) 0.25 / 3 + 0.4^2 (1 - 3/4) 0.0625 / 3 = 0.0158333...
+    finite = ipw_mean(f_all, idx, y, pi, strata, 0.9, finite=True)
+    assert finite.value == pytest.approx(0.6)
+    assert _se(finite, 0.9) ** 2 == pytest.approx(0.015 + 0.01 / 12, rel=1e-9)
+    # + S_y^2 / N: the 1/pi-weighted variance of y (weights 2, 2, 2, 4/3, 4/3, 4/3, times
+    # n/(n - 1) = 6/5) is 0.158, over N = 10
+    est = ipw_mean(f_all, idx, y, pi, strata, 0.9)
+    assert _se(est, 0.9) ** 2 == pytest.approx(0.015 + 0.01 / 12 + 0.0158, rel=1e-9)
+
+
+def test_poisson_variance_equals_the_hand_formula():
+    f_all = np.zeros(8)  # a constant judge: a = weighted mean of y, lambda = 0
+    idx = np.array([0, 3, 5])
+    y = np.array([0.2, 0.8, 0.5])
+    pi = np.array([0.5, 0.25, 0.5])
+    est = ipw_mean(f_all, idx, y, pi, None, 0.95, finite=True)
+    w = (1 - pi) / pi ** 2
+    a = float(np.average(y, weights=w))
+    assert est.details["intercept"] == pytest.approx(a)
+    # n/(n - 1): the intercept was fitted to these residuals
+    design = float((w * (y - a) ** 2).sum()) / 64 * 3 / 2
+    assert _se(est, 0.95) ** 2 == pytest.approx(design, rel=1e-9)
+    m = float(np.average(y, weights=1 / pi))
+    s2 = float(np.average((y - m) ** 2, weights=1 / pi)) * 3 / 2
+    est = ipw_mean(f_all, idx, y, pi, None, 0.95)
+    assert _se(est, 0.95) ** 2 == pytest.approx(design + s2 / 8, rel=1e-9)
+
+
+def test_stratified_interval_covers_the_process_rate():
+    """Each draw is a new run of 300 records from a process with a 30% rate, labelled 30
+    per stratum of the judge's verdict: the interval must cover 30% (the design variance
+    alone covered 0.68 at 90% here: a good judge leaves little of it, and the run's own
+    rate varies around the process's)."""
+    rng = np.random.default_rng(11)
+    covered, draws = 0, 300
+    for _ in range(draws):
+        y_all = (rng.random(300) < 0.3).astype(float)
+        f_all = np.where(rng.random(300) < 0.05, 1 - y_all, y_all)
+        keys = np.where(f_all > 0, "flagged", "not flagged").astype(object)
+        idx, pi, strata = draw_indices("stratified", f_all, 60, rng, keys)
+        est = ipw_mean(f_all, idx, y_all[idx], pi, strata, 0.9)
+        covered += est.low <= 0.3 <= est.high
+    assert 0.86 <= covered / draws <= 0.95
+
+
+def test_a_stratum_labelled_whole_counts_as_exact():
+    # one record not flagged: the sampler labels it (pi = 1) and 9 of the 29 flagged
+    f_all = np.array([0.0] + [1.0] * 29)
+    idx = np.arange(10)
+    y = np.array([0.0, 1, 0, 0, 1, 0, 0, 0, 1, 0])
+    pi = np.array([1.0] + [9 / 29] * 9)
+    strata = np.array(["not flagged"] + ["flagged"] * 9)
+    est = ipw_mean(f_all, idx, y, pi, strata, 0.95)
+    assert est.undefined is None
+    assert est.value == pytest.approx((0 + 29 * 3 / 9) / 30)
+    assert est.low < est.value < est.high
+
+
+@pytest.mark.parametrize("design", ["stratified", "active"])
+def test_the_sampler_draws_with_the_probabilities_it_records(design):
+    score = np.linspace(0.02, 0.98, 40) ** 2
+    keys = np.where(score > 0.3, "hi", "lo").astype(object)
+    rng = np.random.default_rng(3)
+    counts, recorded = np.zeros(40), np.full(40, np.nan)
+    draws = 3000
+    for _ in range(draws):
+        idx, pi, _ = draw_indices(design, score, 12, rng, keys)
+        counts[idx] += 1
+        assert np.all(np.isnan(recorded[idx]) | np.isclose(recorded[idx], pi))
+        recorded[idx] = pi
+    # each record's share of draws is its recorded probability (4 binomial SEs)
+    se = np.sqrt(recorded * (1 - recorded) / draws)
+    assert np.all(np.abs(counts / draws - recorded) <= 4 * se + 1e-9)
+
+
+def test_rogan_gladen_refuses_a_judge_at_chance_once_adjusted():
+    # the judge flags 5 of 5 human positives and 99 of 100 negatives: q1 + q0 = 1.01 on the
+    # counts, 6/7 + 2/102 < 1 once pulled toward 1/2: no interval (it divided by that)
+    y = np.array([1.0] * 5 + [0.0] * 100)
+    f = np.array([1.0] * 5 + [1.0] * 99 + [0.0])
+    flags = np.concatenate([f, np.ones(200)])
+    est = rogan_gladen(flags, y, f, 0.95)
+    assert est.value is None and "chance" in est.undefined
