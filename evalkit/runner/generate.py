@@ -13,7 +13,8 @@ Replayed: the records no filter set aside, and with ``replay_failed: true`` also
 ``pipeline_failure`` filter did (the metric ``failure_recovery`` counts how many the
 candidate answered). ``judge_sides: candidate`` sets the recorded records aside
 (``excluded_by='generate'``) so that only the candidates are judged. A dry run makes no call:
-it prices the calls (:meth:`Generating.estimates`) and judges no candidate."""
+it prices the calls (:meth:`Generating.estimates`) and judges no candidate. A turn of an
+agent session is replayed with the turns before it (:mod:`evalkit.runner.conversations`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from evalkit.config import PluginInstance
 from evalkit.errors import EvalkitError
 from evalkit.redact import mask
 from evalkit.results.schemas import RECORDS, conform
+from evalkit.runner.conversations import Conversations
 
 __all__ = ["CANDIDATE_SUFFIX", "Generating"]
 
@@ -65,6 +67,7 @@ class Generating:
         self.estimate = {"calls": 0, "cached_calls": 0, "input_tokens": 0,
                          "output_tokens": 0, "cost_usd": 0.0}
         self.seconds = 0.0
+        self.conversations = Conversations()  # a turn replayed with the turns before it
 
     def extend(self, table: pa.Table) -> pa.Table:
         """``table`` (filtered records) as recorded records, followed by the candidates."""
@@ -75,6 +78,7 @@ class Generating:
             replay = pc.or_(replay, pc.fill_null(pc.equal(excluded, "pipeline_failure"),
                                                  False))
         chosen = table.filter(replay)
+        sent, history = self.conversations.replayed(table, chosen)
         recorded = _column(table, "side", pa.array(["recorded"] * table.num_rows, pa.string()))
         if self.judge_sides == "candidate":
             keep = pc.is_null(excluded)
@@ -83,17 +87,18 @@ class Generating:
                 keep, "recorded side: only the candidate is judged (generate.judge_sides)",
                 recorded.column("exclude_reason")))
         if self.dry_run:
-            for key, value in self.plugin.estimate(chosen).items():
+            for key, value in self.plugin.estimate(sent).items():
                 if key in self.estimate and isinstance(value, (int, float)):
                     self.estimate[key] += value
             self.seconds += time.perf_counter() - t0
             return recorded
-        rows = asyncio.run(self.plugin.agenerate(chosen)) if chosen.num_rows else []
-        candidates = self._candidates(chosen, rows)
+        rows = asyncio.run(self.plugin.agenerate(sent)) if chosen.num_rows else []
+        candidates = self._candidates(chosen, rows, history)
         self.seconds += time.perf_counter() - t0
         return pa.concat_tables([recorded, self.filters(candidates)])
 
-    def _candidates(self, chosen: pa.Table, rows: list[dict[str, Any]]) -> pa.Table:
+    def _candidates(self, chosen: pa.Table, rows: list[dict[str, Any]],
+                    history: dict[str, dict[str, int]]) -> pa.Table:
         ids = chosen.column("record_id").to_pylist()
         by_id = {r.get("record_id"): r for r in rows if isinstance(r, dict)}
         if len(rows) != len(ids) or set(by_id) != set(ids):
@@ -110,6 +115,7 @@ class Generating:
             row["output"] = made.get("output") if isinstance(made.get("output"), str) else None
             meta = _object(record.get("metadata"))
             meta["generate"] = {"generator": self.inst.name, "recorded_id": record["record_id"],
+                                **history.get(record["record_id"], {}),
                                 **(made.get("details") or {})}
             row["metadata"] = orjson.dumps(meta, default=str).decode()
             error = made.get("error")

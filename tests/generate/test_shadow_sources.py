@@ -167,3 +167,46 @@ def test_openai_messages_keeps_openai_lists_and_names_what_it_cannot_send() -> N
         {"role": "tool", "tool_call_id": "t", "content": "r"}]
     with pytest.raises(ValueError, match="role 'narrator'"):
         openai_messages([{"role": "narrator", "content": "x"}])
+
+
+AGENTS = Path(evalkit.__file__).parent / "data" / "agent_sessions"
+
+
+@pytest.mark.parametrize("batch_size", [50_000, 3])  # (3: conversations cross batches)
+def test_an_agent_sessions_turn_is_replayed_with_the_turns_before_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: FakeLLMServer,
+        batch_size: int) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = _shadow(server, None, [
+        "source=transcripts", f"source.path={AGENTS}/openai/conversations.jsonl",
+        f"source.discover_from={AGENTS}/telemetry/claude_code_logs.jsonl",
+        f"source.sessions_dir={AGENTS}/claude", "judges=[prompt_echo]",
+        f"runner.batch_size={batch_size}"])
+    records = run.records.to_pylist()
+    recorded = [r for r in records if r["side"] == "recorded"]
+    turns: dict[str, dict[int, dict]] = {}
+    for r in recorded:
+        conversation, _, index = r["record_id"].rpartition(":")
+        turns.setdefault(conversation, {})[int(index)] = r
+    assert any(len(t) > 1 for t in turns.values())  # multi-turn conversations
+    expected = []
+    for conversation in turns.values():
+        for k, r in conversation.items():
+            if r["excluded_by"] is not None:
+                continue  # (not replayed)
+            messages = []
+            for j in range(k):
+                before = conversation[j]
+                messages += [{"role": "user", "content": before["input"]}] * \
+                    bool(before["input"])
+                messages += [{"role": "assistant", "content": before["output"]}] * \
+                    bool(before["output"])
+            expected.append(messages + [{"role": "user", "content": r["input"] or ""}])
+    sent = [r["body"]["messages"] for r in server.requests]
+    assert sorted(map(json.dumps, sent)) == sorted(map(json.dumps, expected))
+    for c in records:
+        if c["side"] == "candidate":
+            generate = json.loads(c["metadata"])["generate"]
+            index = int(generate["recorded_id"].rpartition(":")[2])
+            assert (generate["history_turns"], generate["history_missing"]) == (index, 0)
+            assert "input_messages" not in json.loads(c["metadata"])  # (not stored again)
