@@ -54,6 +54,7 @@ _UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Could no
 _MANIFEST_READERS = 16  # manifests (or Parquet footers) read at once: small GETs each
 _CHUNK = 8 << 20  # bytes an upload or download copies at a time
 _STAGING = ".tmp-"  # in a staging object's name (:func:`staging_name`)
+_COPY_MAX = 5 << 30  # bytes S3 copies in one request (a staged object is moved by a copy)
 # ``evalkit compact`` of a remote run (:mod:`evalkit.commands._compact_remote`) uploads the
 # merged judgments into SWAP_DIR, then writes SWAP_MARKER: from then on readers read the run's
 # judgments from SWAP_DIR while ``judgments/`` is rewritten, until the marker is removed
@@ -347,7 +348,7 @@ class RemoteRunsDir:
     def upload(self, local: Path, path: str) -> None:
         """Copy the local file ``local`` to ``path`` (whole, or not at all: see :meth:`write`)."""
         with open(local, "rb") as src:
-            self.write(src, path, name=local.name)
+            self.write(src, path, name=local.name, size=os.fstat(src.fileno()).st_size)
 
     def download(self, path: str, local: Path) -> None:
         """Copy the object at ``path`` to the local file ``local``."""
@@ -356,20 +357,26 @@ class RemoteRunsDir:
         with self.fs.open_input_stream(path) as src, open(local, "wb") as dst:
             shutil.copyfileobj(src, dst, _CHUNK)
 
-    def write(self, src: BinaryIO, path: str, name: str | None = None) -> None:
+    def write(self, src: BinaryIO, path: str, name: str | None = None,
+              size: int | None = None) -> None:
         """Write what ``src`` reads to the object at ``path``: under a hidden staging name
         beside it (:func:`staging_name`, which no reader lists), moved to ``path`` once the
         staged object is whole and of the size read (on S3 a server-side copy: the object
         appears whole or not at all). pyarrow's output stream has no abort (closing it
         after a failure publishes the bytes sent so far: apache/arrow#40502), so a write
         that fails is closed and its staging object deleted; one a lost connection leaves
-        behind is removed by the next ``evalkit compact`` (:meth:`remove_staging`). A
-        failure is one :class:`~evalkit.errors.RunDirError` line naming :attr:`key` and
-        the object (``name``: the local file's, when it differs from the object's)."""
+        behind is removed by the next ``evalkit compact`` (:meth:`remove_staging`). An S3
+        copy is one request of at most 5 GiB: a larger object (``size``) is written under
+        its own name, and deleted if its write fails (readers read a run's files only once
+        its manifest, uploaded last, says so). A failure is one
+        :class:`~evalkit.errors.RunDirError` line naming :attr:`key` and the object
+        (``name``: the local file's, when it differs from the object's)."""
         import pyarrow.fs as pafs
 
         parent, _, leaf = path.rpartition("/")
-        staging = f"{parent}/{staging_name(leaf)}"
+        direct = size is not None and size > _COPY_MAX and isinstance(self.fs,
+                                                                       pafs.S3FileSystem)
+        staging = path if direct else f"{parent}/{staging_name(leaf)}"
         try:
             if not isinstance(self.fs, pafs.S3FileSystem):  # (S3 has no directories)
                 self.fs.create_dir(parent, recursive=True)
@@ -383,11 +390,15 @@ class RemoteRunsDir:
                 self._abandon(dst, staging)
                 raise
             dst.close()
-            got = self.fs.get_file_info(staging).size
-            if got != sent:
+            try:
+                got = self.fs.get_file_info(staging).size
+                if got != sent:
+                    raise OSError(f"the store holds {got} of the {sent} bytes sent")
+                if not direct:
+                    self.fs.move(staging, path)
+            except OSError:
                 self._abandon(None, staging)
-                raise OSError(f"the store holds {got} of the {sent} bytes sent")
-            self.fs.move(staging, path)
+                raise
         except OSError as exc:
             from evalkit.errors import RunDirError
 

@@ -60,6 +60,34 @@ def test_a_write_that_fails_mid_file_leaves_no_object(bucket, error: BaseExcepti
     assert objects(fs, name) == {"runs/quickstart/x/judgments/part-00000.parquet": 5}
 
 
+def test_an_object_too_large_to_copy_is_written_in_place_and_removed_on_failure(
+        tmp_path: Path, bucket, s3_server: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3 copies at most 5 GiB in one request, so a larger object is not staged and moved:
+    it is written under its own name (seen by the proxy), and deleted when its write fails
+    (here the limit is made 1 kB)."""
+    from evalkit.errors import RunDirError
+    from evalkit.results import storage
+
+    url, fs, name = bucket
+    monkeypatch.setattr(storage, "_COPY_MAX", 1000)
+    local = tmp_path / "records.parquet"
+    local.write_bytes(b"x" * 5000)
+    with CuttingProxy(s3_server, cut=r"^$", after=0) as proxy:
+        remote = storage.open_runs_dir(url.replace(str(s3_server), str(proxy.port)),
+                                       "runner.runs_dir")
+        target = remote.path("quickstart", "x", "records.parquet")
+        with pytest.raises(RunDirError, match="input/output error"):
+            remote.write(io.BufferedReader(_BreaksAfter(300_000, OSError("input/output "
+                                                                         "error"))),
+                         target, size=400_000)
+        assert objects(fs, name) == {}
+        remote.upload(local, target)
+    assert objects(fs, name) == {"runs/quickstart/x/records.parquet": 5000}
+    written = {p.split("?")[0] for m, p in proxy.requests if m in ("PUT", "POST")
+               and not p.endswith("/")}  # (not pyarrow's directory markers)
+    assert written == {f"/{name}/runs/quickstart/x/records.parquet"}, written
+
+
 def test_an_upload_cut_mid_file_fails_the_run_and_a_resume_finishes_it(
         tmp_path: Path, bucket, s3_server: int, capsys: pytest.CaptureFixture[str]) -> None:
     """End to end: the proxy drops the connection after 2 kB of the second judgment part's
