@@ -123,7 +123,7 @@ def compare_runs(run_a: Path, run_b: Path, *, n_boot: int = N_BOOT, max_boot: in
         if not shared:
             raise EvalkitError(f"compare: runs {run_a.name} and {run_b.name} share no "
                                "record_id; a paired comparison needs the same inputs")
-        ma, mb = a.metrics(), b.metrics()
+        ma, mb = a.metrics(only=only), b.metrics(only=only)
         names = [n for n in ma if n in mb and (not only or n in only)]
         if not names:
             raise EvalkitError("compare: the runs configure no metric in common"

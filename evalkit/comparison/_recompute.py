@@ -50,9 +50,11 @@ class RunTables:
         self.scratch = scratch
         self.plugin_of: dict[str, str] = {}  # metric instance -> its plugin name
 
-    def metrics(self, inner_ci: bool = False) -> dict[str, Any]:
-        """Instance name -> metric plugin built from the run's own config, its own interval
-        off (``inner_ci``: on, as the run computed it)."""
+    def metrics(self, inner_ci: bool = False, only: list[str] | None = None
+                ) -> dict[str, Any]:
+        """Instance name -> metric plugin built from the run's own config (those named in
+        ``only``, when given), its own interval off (``inner_ci``: on, as the run computed
+        it)."""
         from evalkit.config import instance
         from evalkit.context import RunContext
 
@@ -65,7 +67,7 @@ class RunTables:
             runs_dir=self.scratch, cache_dir=self.scratch)
         out = {}
         for name, spec in node.items():
-            if spec is None:
+            if spec is None or (only and name not in only):
                 continue
             inst = instance("metrics", name, spec, f"metrics.{name}")
             self.plugin_of[name] = inst.plugin

@@ -145,7 +145,7 @@ def _own_row(view: Path, owner: str, metric: str, scratch: Path) -> dict[str, An
 
     tables = RunTables(view, scratch)
     try:
-        plugins = tables.metrics(inner_ci=True)
+        plugins = tables.metrics(inner_ci=True, only=[owner])
         tables.use(identity(sorted(tables.ids)))
         plugin = plugins[owner]
         rows = conform(plugin.compute(tables.con), METRICS, {"metric": owner}).to_pylist()

@@ -11,6 +11,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -82,6 +83,15 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return root, proc.stdout
 
 
+@pytest.fixture(scope="module")
+def ranked(sweep: tuple[Path, str]) -> tuple[list[Path], object]:
+    """The sweep's runs and their ranking, computed once for the tests below."""
+    from tests.conftest import run_dirs
+
+    dirs = run_dirs(sweep[0], "cands")
+    return dirs, rank_sweep(dirs, n_boot=50)
+
+
 def _oracle(run_dirs: list[Path]) -> dict[str, dict]:
     """Per candidate (its model): the echo rate of its candidate side, Wilson's interval,
     and its flags by recorded record id, from records.parquet and judgments/*.parquet."""
@@ -105,20 +115,17 @@ def _oracle(run_dirs: list[Path]) -> dict[str, dict]:
 
 @pytest.mark.e2e
 def test_a_sweep_over_candidates_ranks_them_with_intervals_and_paired_tests(
-        sweep: tuple[Path, str]) -> None:
+        sweep: tuple[Path, str], ranked: tuple[list[Path], Any]) -> None:
     from scipy.stats import binomtest
     from statsmodels.stats.multitest import multipletests
 
-    from tests.conftest import run_dirs
-
-    root, stdout = sweep
-    dirs = run_dirs(root, "cands")
+    _, stdout = sweep
+    dirs, ranking = ranked
     assert len(dirs) == 3
     truth = _oracle(dirs)
     assert {m: round(t["value"], 3) for m, t in truth.items()} == \
         {"cand-a": 0.05, "cand-b": 0.5, "cand-c": 0.55}
 
-    ranking = rank_sweep(dirs, n_boot=50)
     assert ranking is not None and ranking.side == "candidate"
     assert ranking.metric == "echo_rate" and ranking.higher_is_better is False
     by_run = {t["run_id"]: m for m, t in truth.items()}
@@ -161,13 +168,10 @@ def test_a_sweep_over_candidates_ranks_them_with_intervals_and_paired_tests(
 
 
 @pytest.mark.e2e
-def test_the_report_page_ranks_the_candidates(sweep: tuple[Path, str]) -> None:
+def test_the_report_page_ranks_the_candidates(ranked: tuple[list[Path], Any]) -> None:
     from evalkit.report._ranking import ranking_section
-    from tests.conftest import run_dirs
 
-    root, _ = sweep
-    dirs = run_dirs(root, "cands")
-    ranking = rank_sweep(dirs, n_boot=20)
+    _, ranking = ranked
     assert ranking is not None
     config = {r.run_id: json.loads((r.run_dir / "manifest.json").read_text())["config"]
               for r in ranking.runs}
