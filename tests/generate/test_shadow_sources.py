@@ -210,3 +210,35 @@ def test_an_agent_sessions_turn_is_replayed_with_the_turns_before_it(
             index = int(generate["recorded_id"].rpartition(":")[2])
             assert (generate["history_turns"], generate["history_missing"]) == (index, 0)
             assert "input_messages" not in json.loads(c["metadata"])  # (not stored again)
+
+
+def test_langfuse_generations_replay_their_recorded_prompt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: FakeLLMServer) -> None:
+    from datetime import datetime, timezone
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sources" / "langfuse"))
+    from fake_server import PUBLIC_KEY, SECRET_KEY, FakeLangfuse, make_dataset
+
+    monkeypatch.chdir(tmp_path)
+    langfuse = FakeLangfuse("v3")
+    langfuse.info = make_dataset(langfuse, 12, datetime(2026, 5, 1, tzinfo=timezone.utc),
+                                 datetime(2026, 5, 2, tzinfo=timezone.utc))
+    monkeypatch.setenv("LANGFUSE_HOST", langfuse.start())
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
+    try:
+        run = _shadow(server, "langfuse_audit", [
+            "source.from_time=2026-05-01T00:00:00Z", "source.to_time=2026-05-02T00:00:00Z",
+            "source.resolve_retry_s=0", "generate.replay_failed=true"])  # (no lag to wait out)
+    finally:
+        langfuse.stop()
+    assert langfuse.violations == []
+    recorded = [r for r in run.records.to_pylist() if r["side"] == "recorded"
+                and r["excluded_by"] in (None, "pipeline_failure")]
+    sent = [r["body"]["messages"] for r in server.requests]
+    assert len(sent) == len(recorded) > 20
+    for messages in sent:
+        check_request(messages)
+    # each generation's recorded prompt (a message list, kept as the input's JSON text)
+    assert Counter(json.dumps(m) for m in sent) == Counter(
+        json.dumps(json.loads(r["input"])) for r in recorded)
