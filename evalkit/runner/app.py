@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -145,8 +146,11 @@ def main(argv: list[str]) -> None:
     except EvalkitError as exc:
         print(f"evalkit: error: {visible(mask(str(exc)), newlines=True)}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    if user_conf.is_dir() and not any(a.startswith("hydra.searchpath") for a in argv):
-        argv = with_override(argv, f"hydra.searchpath=[file://{user_conf.resolve()}]")
+    argv = with_user_conf(argv)
+    unknown = unknown_option(argv)
+    if unknown:
+        print(f"evalkit: error: {visible(unknown)}", file=sys.stderr)
+        sys.exit(2)
     sys.argv = ["evalkit run", *argv]
     import warnings
 
@@ -176,6 +180,62 @@ def main(argv: list[str]) -> None:
         sys.exit(130)
     if code:
         sys.exit(code)
+
+
+def with_user_conf(argv: list[str]) -> list[str]:
+    """``argv`` with the user's ``./conf`` (``EVALKIT_USER_CONF``) on Hydra's search path, when
+    there is one and no ``hydra.searchpath`` is given."""
+    user_conf = Path(os.environ.get("EVALKIT_USER_CONF", "conf"))
+    if user_conf.is_dir() and not any(a.startswith("hydra.searchpath") for a in argv):
+        argv = with_override(argv, f"hydra.searchpath=[file://{user_conf.resolve()}]")
+    return argv
+
+
+_GROUP_PICK = re.compile(r"^\+{0,2}([a-z_][a-z0-9_]*)=(\[?)([\w.-]*(?:,[\w.-]+)*)\]?$")
+
+
+def unknown_option(argv: list[str]) -> str | None:
+    """The one-line error for an override that picks a config its group does not have
+    (``judges=[refusl]``, ``source=jsnl``), with the closest name and what the group has;
+    ``None`` when every pick exists. Hydra's own error is a page on the config search path.
+    The group's configs are listed the way Hydra finds them (evalkit's, the user's
+    ``hydra.searchpath``, search-path plugins'); a value that is not a plain name or list of
+    names (a sweep function, an interpolation) is left to Hydra."""
+    if any(a.split("=")[0] in ("--config-dir", "-cd", "--config-path", "-cp", "--config-name",
+                               "-cn") for a in argv):
+        return None  # configs from elsewhere: Hydra's to find
+    picks = []
+    for arg in argv:
+        m = _GROUP_PICK.match(arg)
+        if m and m.group(3) and (m.group(2) or "," not in m.group(3)):  # (a,b: a sweep)
+            picks.append((arg, m.group(1), m.group(3).split(",")))
+    if not picks:
+        return None
+    import difflib
+
+    from hydra._internal.config_repository import ConfigRepository
+    from hydra._internal.utils import create_config_search_path
+
+    search_path = create_config_search_path("pkg://evalkit.conf")
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") == "hydra.searchpath":
+            for path in value.strip("[]").split(","):
+                if path.strip():
+                    search_path.append("command-line", path.strip())
+    repo = ConfigRepository(search_path)
+    for arg, group, names in picks:
+        if not repo.group_exists(group):
+            continue  # a config key (runner=...), not a group: Hydra's to judge
+        options = repo.get_group_options(group)
+        for name in names:
+            if name not in options and name != "null":
+                close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                return (f"{arg}: the group {group} has no config '{name}'{hint} (it has: "
+                        f"{', '.join(options)}; a config of your own goes in "
+                        f"conf/{group}/{name}.yaml)")
+    return None
 
 
 # launchers of Hydra plugins evalkit does not install: the module that provides each, and
