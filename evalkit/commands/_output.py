@@ -67,6 +67,28 @@ def plain(value: float, digits: int = 4) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def mc_suffix(low: float | None, high: float | None, details: Any, digits: int = 4) -> str:
+    """``" ±e"`` to put after an interval whose bounds a bootstrap drew, when their
+    Monte-Carlo error e (``details.mc_error``; ``details`` a dict or its JSON text) could
+    change the last of the ``digits`` significant digits shown of a bound: another seed
+    would print other digits there. ``""`` otherwise."""
+    if isinstance(details, str):
+        import json
+
+        try:
+            details = json.loads(details)
+        except ValueError:
+            return ""
+    mc = details.get("mc_error") if isinstance(details, dict) else None
+    if not isinstance(mc, (int, float)) or not mc > 0:
+        return ""
+    shown = [abs(b) for b in (low, high) if b is not None and math.isfinite(b) and b != 0]
+    if not shown:
+        return ""
+    unit = 10.0 ** (math.floor(math.log10(min(shown))) - (digits - 1))
+    return f" ±{plain(float(mc), 1)}" if mc >= unit / 2 else ""
+
+
 def number(value: float) -> str:
     """A float for people: four significant digits, no scientific notation for ordinary
     sizes, and rounding noise shown as 0."""

@@ -15,6 +15,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from evalkit.metrics._stats import share_mc_error
+
 POWER = 0.8
 """The power at which the smallest detectable change is stated: a true change of that size
 would be found 80% of the time."""
@@ -82,8 +84,7 @@ def bootstrap_test(deltas: np.ndarray, shift: float = 0.0,
     else:
         q, factor = min(low_tail, high_tail), 2
     p = min(1.0, factor * q)
-    floor = max(q, 1.0 / max(b, 1))
-    mc = factor * math.sqrt(floor * max(1 - floor, 0.0) / max(b, 1))
+    mc = factor * share_mc_error(q, b)
     return BootstrapTest(p, mc, float(np.std(deltas, ddof=1)) if b > 1 else math.nan)
 
 

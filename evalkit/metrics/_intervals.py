@@ -203,6 +203,28 @@ def _betainc(a: float, b: float, x: float) -> float:
     return math.exp(log_front) * _beta_fraction(a, b, x) / a
 
 
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``p`` in (0, 1)),
+    by bisection on its distribution function P(T ≤ t) = 1 − ½·I_{df/(df+t²)}(df/2, ½)
+    for t ≥ 0 (:func:`_betainc`); ``scipy.stats.t.ppf`` is the tests' oracle."""
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while 1.0 - 0.5 * _betainc(df / 2, 0.5, df / (df + hi * hi)) < p:
+        hi *= 2.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if 1.0 - 0.5 * _betainc(df / 2, 0.5, df / (df + mid * mid)) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-13 * hi:
+            break
+    return (lo + hi) / 2
+
+
 def _beta_fraction(a: float, b: float, x: float) -> float:
     tiny = 1e-300
     c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)

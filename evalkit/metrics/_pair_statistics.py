@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from evalkit.metrics._intervals import canonical, wilson_ci
-from evalkit.metrics._stats import percentile_interval, resample_indices
+from evalkit.metrics._stats import bootstrap_bounds, resample_indices
 
 Result = tuple[float | None, str | None]
 Batch = Callable[..., np.ndarray]
@@ -151,6 +151,61 @@ def proportion_ci(stat: str, pred: np.ndarray, truth: np.ndarray, confidence: fl
     return wilson_ci(hits, trials, confidence) if trials else (None, None)
 
 
+LINEAR_IN_AGREEMENT = ("kappa", "alpha_nominal")
+"""The binary agreement statistics that, with each rater's share of ones held at its
+observed value, are a straight line in the share of pairs that agree, p_o: Cohen's kappa
+(p_o − p_e)/(1 − p_e), with p_e = p_a·p_b + (1 − p_a)(1 − p_b) (Cohen 1960 derived his
+standard error the same way), and Krippendorff's nominal alpha
+1 − (1 − p_o)·m(m − 1)/(m² − m₀² − m₁²) over the m = 2n pooled values. Their interval is
+Wilson's interval of p_o carried along that line (:func:`agreement_ci`): at 20 records the
+percentile bootstrap of kappa covered 93% at moderate agreement, 84% at a 15% prevalence
+and 64% where the raters agree on 95% (a sample that agrees on every pair resamples to
+[1, 1]); Wilson's line covers 96%, 96% and 92% there (bench/bench_coverage.py)."""
+
+CLOSED_FORM = PROPORTIONS + LINEAR_IN_AGREEMENT
+"""The statistics whose interval is Wilson's (:func:`closed_form_ci`), not the bootstrap's."""
+
+
+def agreement_ci(stat: str, x: np.ndarray, y: np.ndarray, confidence: float,
+                 ) -> tuple[float | None, float | None]:
+    """The interval of ``stat`` (one of :data:`LINEAR_IN_AGREEMENT`) of the 1-D binary
+    ratings ``x`` and ``y``: Wilson's interval of the share that agree, through the
+    statistic's line at the observed margins; kappa's bounds kept within [−1, 1].
+    ``(None, None)`` with no pair, or where the margins leave the statistic undefined."""
+    n = len(x)
+    if not n:
+        return None, None
+    lo, hi = wilson_ci(int(np.sum(x == y)), n, confidence)
+    if stat == "kappa":
+        pa_, pb = float(np.mean(x)), float(np.mean(y))
+        pe = pa_ * pb + (1 - pa_) * (1 - pb)
+        if pe >= 1.0:
+            return None, None
+        return max(-1.0, (lo - pe) / (1 - pe)), min(1.0, (hi - pe) / (1 - pe))
+    m = 2 * n
+    ones = float(np.sum(x) + np.sum(y))
+    expected = m * m - ones ** 2 - (m - ones) ** 2
+    if expected <= 0:
+        return None, None
+    slope = m * (m - 1) / expected
+    return 1.0 - (1.0 - lo) * slope, 1.0 - (1.0 - hi) * slope
+
+
+def closed_form_ci(stat: str, x: np.ndarray, y: np.ndarray, confidence: float,
+                   ) -> tuple[float | None, float | None]:
+    """The Wilson-based interval of a statistic of :data:`CLOSED_FORM`."""
+    if stat in LINEAR_IN_AGREEMENT:
+        return agreement_ci(stat, x, y, confidence)
+    return proportion_ci(stat, x, y, confidence)
+
+
+def ci_method(stat: str) -> str:
+    """The ``details.ci_method`` of ``stat``'s interval."""
+    if stat in LINEAR_IN_AGREEMENT:
+        return "wilson (agreement, margins fixed)"
+    return "wilson" if stat in PROPORTIONS else "bootstrap"
+
+
 def confusion(pred: np.ndarray, truth: np.ndarray) -> dict[str, int]:
     """Binary confusion counts of one row (positive = 1)."""
     return {"tp": int(np.sum((pred == 1) & (truth == 1))),
@@ -198,8 +253,10 @@ def value(stat: str, fn: Batch, *cols: np.ndarray) -> Result:
 def bootstrap(cols: list[np.ndarray], stats: dict[str, Batch], n_boot: int = 1000,
               seed: int = 0, confidence: float = 0.95, method: str = "linear",
               ) -> dict[str, tuple[float | None, float | None]]:
-    """Percentile bootstrap intervals of several row-vectorised statistics over the same
-    resamples of the pairs (``cols`` resampled together). Resamples on which a statistic is
+    """Expanded percentile bootstrap intervals (:func:`evalkit.metrics._stats.
+    bootstrap_bounds`: Hesterberg 2015, with the Monte-Carlo error of their bounds) of
+    several row-vectorised statistics over the same resamples of the pairs (``cols``
+    resampled together). Resamples on which a statistic is
     undefined are left out of its interval. Resamples are drawn by
     :func:`evalkit.metrics._stats.resample_indices`, as for every other interval, in blocks
     of at most 2M indices: each block is materialised once per column. ``method`` is numpy's
@@ -215,6 +272,5 @@ def bootstrap(cols: list[np.ndarray], stats: dict[str, Batch], n_boot: int = 100
         sampled = [c[part] for c in cols]
         for k, fn in stats.items():
             results[k].append(fn(*sampled))
-    alpha = (1.0 - confidence) / 2
-    return {k: percentile_interval(np.concatenate(parts), alpha, method)
+    return {k: bootstrap_bounds(np.concatenate(parts), n, confidence, method)
             for k, parts in results.items()}

@@ -25,7 +25,14 @@ import numpy as np
 import pyarrow as pa
 
 from evalkit.checks import DEFAULT_FLAG_AT
-from evalkit.metrics._stats import SLICEABLE, check_slice_by, mean_ci, slice_sql, value_groups
+from evalkit.metrics._stats import (
+    SLICEABLE,
+    Bounds,
+    check_slice_by,
+    mean_ci,
+    slice_sql,
+    value_groups,
+)
 from evalkit.paths import value_at
 from evalkit.results.schemas import RECORDS
 
@@ -238,13 +245,18 @@ def metric_row(metric: str, label: str, value: float | None, ci: tuple[Any, Any]
                n_attempted: int, n_excluded: int, n_judged: int, n_unscored: int,
                details: dict[str, Any], undefined: str | None = None) -> dict[str, Any]:
     """One metric row; an undefined ``value`` is null with ``details['undefined']`` saying
-    why (never NaN, never 0)."""
+    why (never NaN, never 0). A ``ci`` from a bootstrap (a
+    :class:`~evalkit.metrics._stats.Bounds`) puts the Monte-Carlo error of its bounds in
+    ``details['mc_error']``."""
     if value is not None and isinstance(value, float) and math.isnan(value):
         value = None
     if value is None:
         details = {**details, "undefined": undefined or details.get("undefined")
                    or "no usable records in this slice"}
         ci = (None, None)
+    mc = getattr(ci, "mc_error", None)
+    if mc is not None and (ci[0] is not None or ci[1] is not None):
+        details = {**details, "mc_error": mc}  # a bootstrap's bounds: what a seed moves
     return {"metric": metric, "slice": label, "value": value, "ci_low": ci[0],
             "ci_high": ci[1], "n_attempted": n_attempted, "n_excluded": n_excluded,
             "n_judged": n_judged, "n_unscored": n_unscored, "details": details}
@@ -287,7 +299,8 @@ def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
     considered = idx if include_excluded else idx[~excluded[idx]]
     usable = considered[~np.isnan(values[considered])]
     v = np.sort(values[usable])  # the mean's bits and resamples: a function of the values
-    lo, hi, method = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
+    found = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
+    lo, hi, method = found
     if method is not None:
         details = {**details, "ci_method": method}
     elif len(v) and cfg.n_boot > 0:  # a value without an interval says why
@@ -295,7 +308,8 @@ def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
                    else "every value is equal: no spread to build an interval from"}
     if include_excluded:
         details = {**details, "n_filtered": int(excluded[idx].sum())}
-    return metric_row(metric, label, float(v.mean()) if len(v) else None, (lo, hi),
+    return metric_row(metric, label, float(v.mean()) if len(v) else None,
+                      Bounds((lo, hi), getattr(found, "mc_error", None)),
                       **row_counts(idx, excluded, considered, usable), details=details,
                       undefined=undefined)
 

@@ -79,11 +79,13 @@ class AgreementMetric(Metric):
 
             cis = stats.bootstrap(
                 cols, {stat: on(stat, reads) for stat, (_, reads, _) in STATISTICS.items()
-                       if values[stat][0] is not None and stat not in stats.PROPORTIONS},
+                       if values[stat][0] is not None and stat not in stats.CLOSED_FORM},
                 cfg.n_boot, cfg.seed, cfg.confidence)
-            if cfg.n_boot > 0 and values["percent_agreement"][0] is not None:
-                cis["percent_agreement"] = stats.proportion_ci(
-                    "percent_agreement", cols[2], cols[3], cfg.confidence)
+            if cfg.n_boot > 0:  # binary statistics: Wilson's interval, not a bootstrap
+                cis.update({stat: stats.closed_form_ci(stat, cols[2], cols[3],
+                                                       cfg.confidence)
+                            for stat in STATISTICS if stat in stats.CLOSED_FORM
+                            and values[stat][0] is not None})
             scores = cols[:2]
             base = {**meta["info"], "threshold": cfg.threshold,
                     "threshold_b": cfg.threshold if cfg.threshold_b is None
@@ -92,7 +94,7 @@ class AgreementMetric(Metric):
                 base.update(mean_a=float(scores[0].mean()), mean_b=float(scores[1].mean()))
             for stat, (_, _, what) in STATISTICS.items():
                 value, why = values[stat]
-                method = ("wilson" if stat in stats.PROPORTIONS else "bootstrap") \
+                method = stats.ci_method(stat) \
                     if cis.get(stat, (None, None))[0] is not None else None
                 rows.append(metric_row(f"{self.name}.{stat}", label, value,
                                        cis.get(stat, (None, None)), **meta["counts"],

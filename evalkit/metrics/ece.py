@@ -30,7 +30,7 @@ from evalkit.metrics._signals import (
     parse_spec,
     reasons,
 )
-from evalkit.metrics._stats import mean_ci
+from evalkit.metrics._stats import Bounds, mean_ci
 from evalkit.plugin import Metric, Produces
 
 __all__ = [
@@ -195,9 +195,10 @@ class ExpectedCalibrationError(Metric):
             # bootstrap interval around them misses the truth (coverage 1% at 20 records,
             # 59% at 300: bench/bench_coverage.py)
             # the Brier score is a mean of (p - y)^2: the studentized bootstrap of a mean
-            brier_lo, brier_hi, brier_method = mean_ci((pv - yv) ** 2, cfg.n_boot, cfg.seed,
-                                                       cfg.confidence)
-            cis = [(None, None), (None, None), (brier_lo, brier_hi)]
+            found = mean_ci((pv - yv) ** 2, cfg.n_boot, cfg.seed, cfg.confidence)
+            brier_method = found[2]
+            cis = [(None, None), (None, None),
+                   Bounds(found[:2], getattr(found, "mc_error", None))]
             bins = reliability_table(pv, yv, cfg.n_bins, cfg.binning)
             for k, stat in enumerate(("", ".mce", ".brier")):
                 details = {**base, "bins": bins} if stat == "" else base

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
-from evalkit.metrics._stats import percentile_interval, resample_indices, slice_sql, wilson_ci
+from evalkit.metrics._stats import bootstrap_bounds, resample_indices, slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["JudgeBiasConfig", "JudgeBiasMetric", "model_family"]
@@ -93,7 +93,7 @@ class JudgeBiasMetric(Metric):
             return None, None
         boot = np.array([fn(row) for block in resample_indices(n, cfg.n_boot, cfg.seed)
                          for row in block])
-        return percentile_interval(boot, (1 - cfg.confidence) / 2)
+        return bootstrap_bounds(boot, n, cfg.confidence)
 
     def _length_rows(self, table: Any, value: np.ndarray, length: np.ndarray,
                      usable: np.ndarray) -> list[dict[str, Any]]:

@@ -60,11 +60,11 @@ class JudgeValidationMetric(Metric):
             cis = stats.bootstrap([pred, truth],
                                   {stat: fn for stat, (fn, _) in STATISTICS.items()
                                    if values[stat][0] is not None
-                                   and stat not in stats.PROPORTIONS},
+                                   and stat not in stats.CLOSED_FORM},
                                   cfg.n_boot, cfg.seed, cfg.confidence)
             if cfg.n_boot > 0:
-                cis.update({stat: stats.proportion_ci(stat, pred, truth, cfg.confidence)
-                            for stat in stats.PROPORTIONS if stat in STATISTICS
+                cis.update({stat: stats.closed_form_ci(stat, pred, truth, cfg.confidence)
+                            for stat in stats.CLOSED_FORM if stat in STATISTICS
                             and values[stat][0] is not None})
             details = {**meta["info"], "threshold": cfg.threshold,
                        "threshold_b": cfg.threshold if cfg.threshold_b is None
@@ -74,7 +74,7 @@ class JudgeValidationMetric(Metric):
                        "positive_rate_truth": float(truth.mean()) if len(truth) else None}
             for stat, (_, what) in STATISTICS.items():
                 value, why = values[stat]
-                method = ("wilson" if stat in stats.PROPORTIONS else "bootstrap") \
+                method = stats.ci_method(stat) \
                     if cis.get(stat, (None, None))[0] is not None else None
                 rows.append(metric_row(f"{self.name}.{stat}", label, value,
                                        cis.get(stat, (None, None)), **meta["counts"],

@@ -15,7 +15,7 @@ from evalkit.metrics._signals import (
     metric_row,
     row_counts,
 )
-from evalkit.metrics._stats import mean_ci, quantile_cis, slice_sql
+from evalkit.metrics._stats import Bounds, mean_ci, quantile_cis, slice_sql
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["LatencyConfig", "LatencyMetric"]
@@ -103,13 +103,16 @@ class LatencyMetric(Metric):
                                        None if value is None else float(value), (lo, hi),
                                        **counts, details={**details, **extra},
                                        undefined=undefined))
-            lo, hi, method = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
+            found = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
+            lo, hi, method = found
             extra = {"what": f"mean of {cfg.column}"}
             if method:
                 extra["ci_method"] = method
             elif len(v) == 1 and cfg.n_boot > 0:
                 extra["ci_open"] = "one value: no interval of a mean"
             rows.append(metric_row(f"{self.name}.mean", label,
-                                   float(v.mean()) if len(v) else None, (lo, hi), **counts,
-                                   details={**details, **extra}, undefined=undefined))
+                                   float(v.mean()) if len(v) else None,
+                                   Bounds((lo, hi), getattr(found, "mc_error", None)),
+                                   **counts, details={**details, **extra},
+                                   undefined=undefined))
         return rows

@@ -13,7 +13,7 @@ import numpy as np
 
 from evalkit.checks import check_flag_at
 from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
-from evalkit.metrics._stats import percentile_interval, resample_indices, slice_sql, wilson_ci
+from evalkit.metrics._stats import bootstrap_bounds, resample_indices, slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["RepeatabilityConfig", "RepeatabilityMetric", "fleiss_kappa"]
@@ -144,7 +144,7 @@ class RepeatabilityMetric(Metric):
                 boot = np.array([fn(row) for block in resample_indices(n, cfg.n_boot,
                                                                        cfg.seed)
                                  for row in block])
-                ci = percentile_interval(boot, (1 - cfg.confidence) / 2)
+                ci = bootstrap_bounds(boot, n, cfg.confidence)
             out.append(metric_row(f"{name}.{stat}", label, value, ci, **counts,
                                   details={"ci_method": "cluster bootstrap (records)",
                                            "repeats": k, "what": what},

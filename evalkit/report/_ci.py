@@ -57,7 +57,7 @@ def markdown(runs: list[RunData], verdicts: list[dict[str, Any]], html_name: str
                 raw = idx.get((r["metric"] + ".raw", "all"))
                 name = r["metric"] + (" [offline]" if run.is_offline(r["metric"]) else "")
                 lines.append(f"| {_md(name)} | {fmt(r['value'])} | "
-                             f"{ci_text(r['ci_low'], r['ci_high'])} | "
+                             f"{ci_text(r['ci_low'], r['ci_high'], r.get('details'))} | "
                              f"{fmt(raw['value']) if raw else ''} | "
                              f"{fmt(r['n_judged'])} / {fmt(r['n_attempted'])} | "
                              f"{fmt(r['n_excluded'])} |")

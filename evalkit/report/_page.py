@@ -47,13 +47,18 @@ def fmt(v: Any) -> str:
     return f"{v:.4g}"
 
 
-def ci_text(lo: Any, hi: Any) -> str:
+def ci_text(lo: Any, hi: Any, details: Any = None) -> str:
     """An interval as text; a bound the data cannot reach (null, the row's
-    ``details.ci_open`` says why) is shown open: ``[0.52, open)``."""
+    ``details.ci_open`` says why) is shown open: ``[0.52, open)``. With the row's
+    ``details``, a bootstrap's Monte-Carlo error follows where it reaches the 4 digits
+    shown: ``[0.5213, 0.8407] ±0.002``."""
     if lo is None and hi is None:
         return ""
+    from evalkit.commands._output import mc_suffix
+
     return (f"[{fmt(lo)}" if lo is not None else "(open") + ", " + \
-        (f"{fmt(hi)}]" if hi is not None else "open)")
+        (f"{fmt(hi)}]" if hi is not None else "open)") + \
+        (mc_suffix(lo, hi, details) if details is not None else "")
 
 
 def value_cell(row: dict[str, Any], key: str = "value") -> str:
@@ -120,7 +125,8 @@ def _headline(run: RunData) -> str:
         name = m["metric"] + (" [offline]" if run.is_offline(m["metric"]) else "")
         rows.append(
             f'<tr><td class="metric" title="{e(what)}">{e(name)}</td>{value_cell(m)}'
-            f'<td class="ci">{e(ci_text(m["ci_low"], m["ci_high"]))}</td>{raw_cells}'
+            f'<td class="ci">{e(ci_text(m["ci_low"], m["ci_high"], m.get("details")))}</td>'
+            f'{raw_cells}'
             f'<td class="num">{e(fmt(m["n_judged"]))} / {e(fmt(m["n_attempted"]))}</td>'
             f'<td class="num">{e(fmt(m["n_excluded"]))}</td>'
             f'<td class="num">{e(fmt(m["n_unscored"]))}</td><td class="muted">{e(moved)}</td></tr>')
@@ -404,8 +410,8 @@ def _all_metrics(run: RunData) -> str:
     rows = []
     for m in run.metrics[:MAX_METRIC_ROWS]:
         rows.append(f'<tr><td>{e(m["metric"])}</td><td>{e(m["slice"])}</td>{value_cell(m)}'
-                    f'<td class="ci">{e(ci_text(m["ci_low"], m["ci_high"]))}</td>'
-                    f'<td class="num">{e(fmt(m["n_attempted"]))}</td>'
+                    f'<td class="ci">{e(ci_text(m["ci_low"], m["ci_high"], m["details"]))}'
+                    f'</td><td class="num">{e(fmt(m["n_attempted"]))}</td>'
                     f'<td class="num">{e(fmt(m["n_excluded"]))}</td>'
                     f'<td class="num">{e(fmt(m["n_judged"]))}</td>'
                     f'<td class="num">{e(fmt(m["n_unscored"]))}</td></tr>')

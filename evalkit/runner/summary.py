@@ -204,10 +204,14 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         header = ("metric", "slice", "value", "95% CI", "raw", "n/excluded/judged/unscored")
         cells = []
         for r in rows:
-            # a bound the data cannot reach is open (details.ci_open says why)
+            # a bound the data cannot reach is open (details.ci_open says why); a bootstrap's
+            # bounds carry their Monte-Carlo error where it reaches the digits shown
+            from evalkit.commands._output import mc_suffix
+
             ci = ("" if r["ci_low"] is None and r["ci_high"] is None else
                   ("(open" if r["ci_low"] is None else f"[{_num(r['ci_low'])}") + ", "
-                  + ("open)" if r["ci_high"] is None else f"{_num(r['ci_high'])}]"))
+                  + ("open)" if r["ci_high"] is None else f"{_num(r['ci_high'])}]")
+                  + mc_suffix(r["ci_low"], r["ci_high"], r.get("details"), 3))
             key = (r["metric"], r["slice"])
             counts = "/".join(_num(r[k]) for k in ("n_attempted", "n_excluded", "n_judged",
                                                       "n_unscored"))

@@ -100,11 +100,14 @@ def test_skipped_judge_note_and_unknown_judge(tmp_path):
 
 def test_resampling_matches_a_direct_bootstrap_and_degenerate_cases():
     values = np.random.default_rng(1).random(500)
-    # the same draws as a direct percentile bootstrap over the sorted values (one block
-    # holds every resample)
+    # the same draws as a direct expanded percentile bootstrap over the sorted values (one
+    # block holds every resample): the tails at Φ(−√(n/(n−1))·t₀.₉₇₅,ₙ₋₁), Hesterberg 2015
+    from scipy import stats
+
     idx = np.random.default_rng(0).integers(0, 500, size=(1000, 500))
-    direct = np.quantile(np.sort(values)[idx].mean(axis=1), [0.025, 0.975])
-    assert _resampled(values, np.mean, 1000, 0, 0.025) == pytest.approx(tuple(direct))
+    tail = stats.norm.cdf(-np.sqrt(500 / 499) * stats.t.ppf(0.975, 499))
+    direct = np.quantile(np.sort(values)[idx].mean(axis=1), [tail, 1 - tail])
+    assert _resampled(values, np.mean, 1000, 0, 0.95) == pytest.approx(tuple(direct))
     assert bootstrap_ci(values[:1]) == (None, None)
     assert bootstrap_ci(values, n_boot=0) == (None, None)
     assert bootstrap_ci(values, np.median)[0] < np.median(values) < bootstrap_ci(values,
@@ -115,17 +118,17 @@ def test_mean_ci_methods_agree_with_resampling_records():
     rng = np.random.default_rng(3)
     flags = (rng.random(2000) < 0.3).astype(float)  # a proportion: Wilson's interval
     lo, hi, method = mean_ci(flags, 2000, 0, 0.95)
-    ref = _resampled(flags, np.mean, 2000, 0, 0.025)
+    ref = _resampled(flags, np.mean, 2000, 0, 0.95)
     assert method == "wilson"
     assert lo == pytest.approx(ref[0], abs=0.006) and hi == pytest.approx(ref[1], abs=0.006)
     likert = rng.integers(0, 5, 2000) / 4  # five levels: multinomial draws
     lo, hi, method = mean_ci(likert, 2000, 0, 0.95)
-    ref = _resampled(likert, np.mean, 2000, 0, 0.025)
+    ref = _resampled(likert, np.mean, 2000, 0, 0.95)
     assert method == "bootstrap-t"
     assert lo == pytest.approx(ref[0], abs=0.006) and hi == pytest.approx(ref[1], abs=0.006)
     scores = rng.random(30_000)  # many levels, many records: the normal interval
     lo, hi, method = mean_ci(scores, 1000, 0, 0.95)
-    ref = _resampled(scores, np.mean, 1000, 0, 0.025)
+    ref = _resampled(scores, np.mean, 1000, 0, 0.95)
     assert method == "normal"
     assert lo == pytest.approx(ref[0], abs=0.001) and hi == pytest.approx(ref[1], abs=0.001)
     assert mean_ci(scores[:1], 1000, 0, 0.95) == (None, None, None)
