@@ -129,7 +129,8 @@ def judge_metric_rows(con: Any, cfg: JudgeMetricConfig, name: str,
             # filtered one again, which is not a number before filters
             raw = metric_row(raw["metric"], label, None, (None, None), raw["n_attempted"],
                              raw["n_excluded"], raw["n_judged"], raw["n_unscored"],
-                             {k: v for k, v in raw["details"].items() if k != "ci_method"},
+                             {k: v for k, v in raw["details"].items()
+                              if k not in ("ci_method", "mc_error")},
                              undefined=f"judge '{cfg.judge}' scored none of the "
                              f"{n_set_aside} record(s) the filters set aside (the judges "
                              "evalkit runs skip excluded records), so there is no value "

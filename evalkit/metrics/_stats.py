@@ -192,7 +192,7 @@ class Bounds(tuple):
 
     def __new__(cls, values: tuple[Any, ...], mc_error: float | None = None) -> Bounds:
         self = super().__new__(cls, values)
-        self.mc_error = mc_error
+        self.mc_error = None if mc_error is None else float(mc_error)  # JSON: a number
         return self
 
 

@@ -126,3 +126,23 @@ def test_the_monte_carlo_error_is_shown_where_it_reaches_the_digits_shown():
     assert mc_suffix(0.5213, 0.8407, {"ci_method": "wilson"}) == ""
     assert ci_text(0.5213, 0.8407, {"mc_error": 0.002}) == "[0.5213, 0.8407] ±0.002"
     assert ci_text(None, 0.8407, {"mc_error": 0.002}) == "(open, 0.8407] ±0.002"
+
+
+@pytest.mark.e2e
+def test_mc_error_is_a_number_in_the_table_shown_in_the_summary_off_a_null_row(tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from tests.conftest import run_cli, run_dirs
+
+    out = run_cli("run", "+experiment=quickstart", cwd=tmp_path).stdout
+    [line] = [x for x in out.splitlines() if "latency.mean" in x]
+    assert "] ±0.00" in line  # the bootstrap-t bounds' Monte-Carlo error, at 3 digits
+    [line] = [x for x in out.splitlines() if "echo_rate " in x]
+    assert "±" not in line  # Wilson: nothing drawn
+    [run] = run_dirs(tmp_path, "quickstart")
+    rows = {(r["metric"], r["slice"]): json.loads(r["details"])
+            for r in pq.read_table(run / "metrics.parquet").to_pylist()}
+    assert isinstance(rows[("latency.mean", "all")]["mc_error"], float)
+    assert "mc_error" not in rows[("echo_mean.raw", "all")]  # no interval, no error
