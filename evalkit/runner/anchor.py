@@ -112,11 +112,12 @@ def anchor_rows(rc: RunConfig, judges: list[tuple[PluginInstance, Judge]], run_i
                 continue
             diffs.append(cur[key] - ref[key] if by_value else float(cur[key] != ref[key]))
         d = np.array(diffs, dtype=float)
-        value, ci, method = None, (None, None), None
+        value, ci, method, mc = None, (None, None), None, None
         if len(d) and by_value:
             value = float(d.mean())
-            lo, hi, method = mean_ci(d, n_boot, 0, confidence)
-            ci = (lo, hi)
+            found = mean_ci(d, n_boot, 0, confidence)
+            lo, hi, method = found
+            ci, mc = (lo, hi), getattr(found, "mc_error", None)
         elif len(d):
             value = float(d.mean())
             ci, method = wilson_ci(int(d.sum()), len(d), confidence), "wilson"
@@ -126,6 +127,8 @@ def anchor_rows(rc: RunConfig, judges: list[tuple[PluginInstance, Judge]], run_i
         details = {"what": what, "ci_method": method, "anchor": str(rc.runner.anchor)}
         if value is None:
             details["undefined"] = "no anchor record judged usably"
+        elif mc is not None:
+            details["mc_error"] = mc  # the bootstrap's bounds, as a metric row says it
         rows.append({"metric": f"anchor.{judge}.drift", "plugin": "anchor", "slice": "all",
                      "value": value, "ci_low": ci[0], "ci_high": ci[1],
                      "n_attempted": len(refs), "n_excluded": 0, "n_judged": len(d),
