@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from evalkit.metrics._judged import judged_cursor_group, judged_table
 from evalkit.metrics._signals import SliceConfig, metric_row
 from evalkit.metrics._stats import (
+    Bounds,
     mean_ci,
     quantile_ci,
     slice_sql,
@@ -119,8 +120,8 @@ class DistributionMetric(Metric):
         if stat is None or self.config.n_boot <= 0 or len(arr) < 2:
             return None, None
         if suffix == "":
-            lo, hi, _ = mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"])
-            return lo, hi
+            found = mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"])
+            return Bounds(found[:2], getattr(found, "mc_error", None))
         return quantile_ci(arr, 0.5 if suffix == ".p50" else 0.95, boot["confidence"])
 
     def _rows(self, label: str, arr: np.ndarray, counts: dict[str, int],
@@ -148,8 +149,8 @@ class DistributionMetric(Metric):
         out = []
         for suffix, value, stat in (("", stats["mean"], np.mean), (".p50", stats["p50"], _p50),
                                     (".p95", stats["p95"], _p95), (".std", stats["std"], None)):
-            lo, hi = self._ci(arr, suffix, stat, boot)
-            out.append(metric_row(self.name + suffix, label, value, (lo, hi), **counts,
+            out.append(metric_row(self.name + suffix, label, value,
+                                  self._ci(arr, suffix, stat, boot), **counts,
                                   details=details if not suffix else {
                                       "what": f"{suffix[1:]} of {what} over {scope}"},
                                   undefined="one value: no standard deviation"))

@@ -146,3 +146,14 @@ def test_mc_error_is_a_number_in_the_table_shown_in_the_summary_off_a_null_row(t
             for r in pq.read_table(run / "metrics.parquet").to_pylist()}
     assert isinstance(rows[("latency.mean", "all")]["mc_error"], float)
     assert "mc_error" not in rows[("echo_mean.raw", "all")]  # no interval, no error
+
+
+def test_the_distribution_mean_records_its_monte_carlo_error():
+    from evalkit.metrics.distribution import DistributionConfig, DistributionMetric
+
+    lat = np.random.default_rng(4).lognormal(0, 0.75, 70)
+    con = connect([{"record_id": f"r{i}", "latency_s": float(v)} for i, v in enumerate(lat)])
+    rows = by_metric(DistributionMetric("d", DistributionConfig(column="latency_s", n_boot=500),
+                                        None).compute(con))
+    assert rows["d"]["details"]["mc_error"] == pytest.approx(mean_ci(lat, 500, 0).mc_error)
+    assert "mc_error" not in rows["d.p50"]["details"]  # order statistics: nothing drawn
