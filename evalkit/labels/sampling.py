@@ -6,7 +6,8 @@ estimate: each record's inclusion probability is known and stored with the sampl
   in each, sized by Neyman allocation (``n_h`` proportional to ``N_h S_h``). ``S_h``, the
   spread of the human values in the stratum, is unknown before labelling; the judge's scores
   stand in for it (``sqrt(m(1-m))``, ``m`` their mean shrunk toward 1/2 by one record each
-  way, for scores in [0, 1]; their standard deviation otherwise);
+  way, for scores in [0, 1]; their standard deviation otherwise), never below half the
+  largest stratum's;
 - ``active``: each record drawn on its own (Poisson sampling) with a probability that grows
   where the judge is least certain (half the budget uniform, half in proportion to
   ``sqrt(s(1-s))`` of a score ``s`` in [0, 1]), so no record's probability is 0.
@@ -152,7 +153,12 @@ def _stratified(keys: np.ndarray, score: np.ndarray, budget: int, rng: np.random
     if budget < 2 * len(names):
         raise LabelError(f"label sample --budget {budget}: {len(names)} strata need at least "
                          f"2 labels each ({2 * len(names)})")
-    weight = sizes * np.array([_spread(score[m]) for m in members])
+    spread = np.array([_spread(score[m]) for m in members])
+    # The judge's certainty is not the humans' spread: a stratum it scores all 0 may hold
+    # many errors. Each stratum counts at least half the largest spread, so no stratum is
+    # starved of labels (FRANK, FactCC: 12 of 225 labels for the 810 summaries it passed,
+    # an interval 1.9x a simple random sample's)
+    weight = sizes * np.maximum(spread, 0.5 * float(spread.max()))
     alloc = _allocate(weight, sizes.astype(int), budget)
     idx, prob, strata = [], [], []
     for name, m, n_h in zip(names, members, alloc, strict=False):

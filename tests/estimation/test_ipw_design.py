@@ -106,3 +106,14 @@ def test_rogan_gladen_refuses_a_judge_at_chance_once_adjusted():
     flags = np.concatenate([f, np.ones(200)])
     est = rogan_gladen(flags, y, f, 0.95)
     assert est.value is None and "chance" in est.undefined
+
+
+def test_a_stratum_the_judge_is_sure_of_is_not_starved_of_labels():
+    # the judge scores 100 records all 0 and 100 spread out: the humans' spread in the
+    # first is unknown, so it gets at least a third of the budget (Neyman on the judge's
+    # certainty alone gave it 7 of 40)
+    score = np.concatenate([np.zeros(100), np.linspace(0.1, 0.9, 100)])
+    keys = np.array(["passed"] * 100 + ["flagged"] * 100, dtype=object)
+    idx, pi, strata = draw_indices("stratified", score, 40, np.random.default_rng(0), keys)
+    assert np.count_nonzero(strata == "passed") >= 40 / 3
+    assert np.count_nonzero(strata == "flagged") > np.count_nonzero(strata == "passed")
