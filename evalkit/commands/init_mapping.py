@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
-from evalkit.sources._chat import blocks_of, message_text
+from evalkit.sources._chat import assistant_text, blocks_of, message_text, response_items
 from evalkit.sources._transforms import spec_key
 
 __all__ = ["SHOWN", "Mapping", "Proposal", "describe", "io_text", "is_messages", "propose",
@@ -166,17 +166,20 @@ def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, str, Any]]:
         yield path, "object", value
         if depth < _MAX_DEPTH:
             for key, inner in value.items():
-                # a key with dots (OpenTelemetry's ``gen_ai.request.model``) is named by its
-                # steps below the top level (evalkit.paths.walk joins them back); a row's
-                # own keys are read by their first step, so a dotted one there cannot be
-                if isinstance(key, str) and key and not key.isdigit() and \
-                        (path or "." not in key):
+                # a key with dots (OpenTelemetry's ``gen_ai.request.model``, a CSV header
+                # ``meta.model``) is named by its steps: evalkit.paths.walk joins them back
+                if isinstance(key, str) and key and not key.isdigit():
                     yield from _walk(inner, f"{path}.{key}" if path else key, depth + 1)
         return
     if isinstance(value, list):
         blocks = blocks_of(value)
         if blocks is not None:  # content blocks: their text is what the source reads
             yield path, "text", message_text({"content": blocks})
+            return
+        items = response_items(value)
+        text = assistant_text(items) if items is not None else None
+        if text:  # OpenAI Responses' output items: the assistant's text, as the source reads
+            yield path, "text", text
             return
         yield path, "list", value
         if value and isinstance(value[0], dict) and depth < _MAX_DEPTH:
@@ -430,18 +433,12 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
     unmapped = [(path, st.example) for path, st in stats.items()
                 if st.share("object") < 1 and path not in taken and
                 not any(path.startswith(t + ".") or t.startswith(path + ".") for t in taken)]
-    return Mapping(proposals, unmapped, n, _notes(rows, stats, proposals))
+    return Mapping(proposals, unmapped, n, _notes(stats, proposals))
 
 
-def _notes(rows: list[dict[str, Any]], stats: dict[str, _Stat],
-           proposals: dict[str, Proposal]) -> list[str]:
+def _notes(stats: dict[str, _Stat], proposals: dict[str, Proposal]) -> list[str]:
     """Why a column the data seems to hold was not mapped."""
     notes = []
-    dotted = sorted({k for row in rows for k in row if isinstance(k, str) and "." in k})
-    if dotted:
-        notes.append(f"keys with a dot at the top of a row ({', '.join(dotted[:4])}"
-                     f"{' …' if len(dotted) > 4 else ''}) are not read: a field path's first "
-                     "step is a whole key; nest them under one key (attributes) to map them")
     if "latency_s" not in proposals:
         def ends(word: str) -> list[str]:
             return [p for p in stats if {word} & {w for st in _words(p) for w in st}

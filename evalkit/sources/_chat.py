@@ -1,8 +1,9 @@
 """Chat-shaped values as the text a judge reads: a list of messages (OpenAI chat messages,
 OpenTelemetry GenAI ``gen_ai.input.messages`` / ``gen_ai.output.messages``, OpenInference
 ``llm.input_messages``) gives the last user message as the input and the assistant's text as
-the output (a list of content blocks alone, the text of its text blocks); the sources keep the
-whole list beside it, in metadata."""
+the output (a list of content blocks alone, the text of its text blocks; OpenAI Responses'
+list of output items, its messages'); the sources keep the whole list beside it, in
+metadata."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import orjson
 
 __all__ = ["assistant_text", "blocks_of", "chat_column", "last_user_text", "messages_of",
-           "message_text", "with_messages"]
+           "message_text", "response_items", "with_messages"]
 
 _ASSISTANT = ("assistant", "model", "ai")
 
@@ -48,6 +49,18 @@ def blocks_of(value: Any) -> list[dict[str, Any]] | None:
             all(isinstance(b, dict) and isinstance(b.get("type"), str) and "role" not in b
                 for b in value) and any(_part_text(b) for b in value):
         return value
+    return None
+
+
+def response_items(value: Any) -> list[dict[str, Any]] | None:
+    """The messages among ``value`` when it is a list of typed items some of which are
+    messages (OpenAI Responses' ``output``: a ``reasoning`` item, then a ``message`` with a
+    role and ``output_text`` parts), else None."""
+    if isinstance(value, list) and value and all(
+            isinstance(i, dict) and isinstance(i.get("type", i.get("role")), str)
+            for i in value):
+        messages = [i for i in value if isinstance(i.get("role"), str)]
+        return messages or None
     return None
 
 
@@ -108,6 +121,8 @@ def chat_column(side: str, values: list[Any]) -> tuple[list[Any], dict[int, list
         if messages is None and side == "output" and isinstance(value, dict) and \
                 value.get("role") in _ASSISTANT:
             messages = [value]
+        if messages is None and isinstance(value, list):  # typed items, messages among them
+            messages = response_items(value)
         if messages is None:  # a message's content blocks alone: that message
             blocks = blocks_of(value)
             if blocks is not None:

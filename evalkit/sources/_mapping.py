@@ -400,6 +400,8 @@ class RecordBuilder:
         self.scores_list = getter(scores_list) if scores_list else None
         # top-level keys that the mapping consumes; the others become metadata
         consumed = {str(parts[0]) for parts in every_path}
+        # a row's key with dots in it that a whole path names (a CSV header `meta.model`)
+        consumed.update(".".join(map(str, parts)) for parts in every_path if len(parts) > 1)
         consumed.update(p.split(".")[0] for p in scores.values())
         if scores_list:
             consumed.add(scores_list.split(".")[0])
@@ -480,8 +482,8 @@ class RecordBuilder:
             head = orjson.loads(data[:end] if end >= 0 else data)
         except orjson.JSONDecodeError:
             return False
-        if type(head) is not dict:
-            return False
+        if type(head) is not dict or any("." in k for k in head):
+            return False  # (a key with dots in it is found by the general walk only)
         extras = frozenset(head) - self.consumed if self.extra_to_metadata else frozenset()
         if len(extras) > 1:  # metadata keeps each row's own key order, which structs lose
             return False
@@ -542,7 +544,7 @@ class RecordBuilder:
         present = self.typed.present(rows, tops) if self.typed else \
             set().union(*map(dict.keys, rows))
         for col in self.parts:
-            found = [p for p in self.fallbacks[col] if p[0] in present]
+            found = [p for p in self.fallbacks[col] if p[0] in present or _dotted(p, present)]
             spec = self.transforms.get(col)
             if not found and spec is not None and spec.default is not None:
                 arrays[col] = self._column(col, self._transformed(col, [None] * n, bad), bad)
@@ -555,12 +557,12 @@ class RecordBuilder:
                         text = self._column(col, vals, bad)
                     arrays[col] = text
                 continue
-            vals = self._values(found[0], tops)
+            vals = self._at(found[0], tops, present)
             for more in found[1:]:  # fallbacks: a row's first non-null value wins
                 if None not in vals:
                     break
                 vals = [v if v is not None else m
-                        for v, m in zip(vals, self._values(more, tops), strict=True)]
+                        for v, m in zip(vals, self._at(more, tops, present), strict=True)]
             if spec is not None:
                 vals = self._transformed(col, vals, bad)
             if col in self.chat_columns:
@@ -644,6 +646,14 @@ class RecordBuilder:
         if bad or self.scores or self.scores_list or None in ids:
             return False
         return self.seen.add_new(ids, self.wheres)
+
+    def _at(self, parts: list[str | int], tops: dict[str, Sequence[Any]],
+            present: set[str]) -> Sequence[Any]:
+        """The value at ``parts`` in every row; a path whose first step no row has names a
+        key with dots in it (a CSV header ``meta.model``), which the general walk finds."""
+        if parts[0] in present or self.typed is not None:
+            return self._values(parts, tops)
+        return [walk(row, parts) for row in self.rows]
 
     def _values(self, parts: list[str | int], tops: dict[str, Sequence[Any]]) -> Sequence[Any]:
         """The value at path ``parts`` in every row. Each top-level key is read once per batch
@@ -752,6 +762,13 @@ class RecordBuilder:
             if items is not None:
                 out.extend(_scores_from_list(items, rid))
         return out
+
+
+def _dotted(parts: list[str | int], present: set[str]) -> bool:
+    """Whether a key with dots in it (a CSV header ``meta.model``) that ``parts`` names, whole
+    or as its first steps, is among the rows' keys."""
+    return len(parts) > 1 and any(".".join(map(str, parts[:j])) in present
+                                  for j in range(2, len(parts) + 1))
 
 
 def batches(builder: RecordBuilder, rows: Iterator[tuple[Any, Where]],

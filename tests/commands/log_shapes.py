@@ -276,3 +276,59 @@ NEW_SHAPES = {"anthropic_blocks": ("anthropic_blocks.jsonl", jsonl(anthropic_blo
               "litellm": ("litellm_spend.jsonl", jsonl(litellm_spend_log())),
               "otel_genai": ("ai_sdk_spans.jsonl", jsonl(otel_genai_spans())),
               "thumbs_csv": ("thumbs.csv", thumbs_csv())}
+
+
+def _flat(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``row`` flattened as pandas' ``json_normalize`` does: nested keys joined by dots, lists
+    kept whole."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def flattened_csv() -> str:
+    """The issue's chat log flattened to a CSV (``json_normalize`` then ``to_csv``): headers
+    ``request.messages``, ``meta.model``; the message list as JSON text."""
+    rows = [_flat(r) for r in issue_chat_log()]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: json.dumps(v) if isinstance(v, list) else
+                         str(v).lower() if isinstance(v, bool) else v
+                         for k, v in row.items()})
+    return out.getvalue()
+
+
+NEW_SHAPES.update({"flattened_csv": ("chat_logs_flat.csv", flattened_csv()),
+                   "flattened_jsonl": ("chat_logs_flat.jsonl",
+                                       jsonl([_flat(r) for r in issue_chat_log()]))})
+
+
+def openai_responses_log() -> list[dict[str, Any]]:
+    """OpenAI Responses API calls as logged: the output a list of typed items (a reasoning
+    item, then a message with ``output_text`` parts), ``status`` failed with an error object
+    for a failed call, the time in ``elapsed_ms``."""
+    rows = []
+    for i in range(N):
+        output = [] if _failed(i) else [
+            {"type": "reasoning", "id": f"rs_{i}", "summary": []},
+            {"type": "message", "id": f"msg_{i}", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": _answer(i), "annotations": []}]}]
+        rows.append({"request": {"model": MODELS[i % 2], "input": _question(i),
+                                 "instructions": "Be brief."},
+                     "response": {"id": f"resp_{i}", "object": "response",
+                                  "model": MODELS[i % 2],
+                                  "status": "failed" if _failed(i) else "completed",
+                                  "error": {"code": "server_error", "message": "upstream"}
+                                  if _failed(i) else None, "output": output,
+                                  "usage": {"input_tokens": 30 + i, "output_tokens": 12 + i}},
+                     "elapsed_ms": _latency_ms(i)})
+    return rows
+
+
+NEW_SHAPES["openai_responses"] = ("responses.jsonl", jsonl(openai_responses_log()))

@@ -80,11 +80,23 @@ EXPECTED = {
                    "level": "status.code", "status_message": "status.message",
                    "input_tokens": "attributes.gen_ai.usage.input_tokens",
                    "timestamp": "startTimeUnixNano", "latency_s": None},
+    "flattened_csv": {"record_id": "id", "input": "request.messages", "output": "response.text",
+                      "model": "meta.model", "level": "response.finish_reason",
+                      "latency_s": "meta.latency_ms", "cost_usd": "meta.cost_usd",
+                      "user_action": "meta.user_edited"},
+    "flattened_jsonl": {"record_id": "id", "input": "request.messages",
+                        "output": "response.text", "model": "meta.model",
+                        "level": "response.finish_reason", "latency_s": "meta.latency_ms",
+                        "user_action": "meta.user_edited"},
+    "openai_responses": {"record_id": "response.id", "input": "request.input",
+                         "output": "response.output", "model": "request.model",
+                         "level": "response.status", "latency_s": "elapsed_ms",
+                         "output_tokens": "response.usage.output_tokens"},
     "thumbs_csv": {"record_id": None, "input": "prompt", "output": "completion",
                    "latency_s": "latency_ms", "model": None, "user_action": None},
 }
 SCALED = ("issue_chat_log", "openai", "promptfoo", "anthropic", "gateway", "anthropic_blocks",
-          "litellm", "thumbs_csv")
+          "litellm", "thumbs_csv", "flattened_csv", "flattened_jsonl", "openai_responses")
 
 
 def _file(tmp_path: Path, shape: str) -> Path:
@@ -109,16 +121,11 @@ def test_init_finds_each_column_at_any_depth(tmp_path, shape):
 
 
 def test_what_cannot_be_mapped_is_said_with_the_reason(tmp_path):
-    """A duration held only as start and end, and dotted keys at the top of a row (which a
-    path cannot name), are named in the proposal, not silently left out."""
+    """A duration held only as start and end is named in the proposal, not silently left
+    out."""
     mapping = propose(sample_rows(_file(tmp_path, "otel_genai")))
-    assert "latency_s: the rows have a start (startTimeUnixNano) and an end " \
+    assert "not mapped: latency_s: the rows have a start (startTimeUnixNano) and an end " \
            "(endTimeUnixNano) but no duration" in io_text(mapping)
-    path = tmp_path / "flat.jsonl"
-    path.write_text(jsonl([{"gen_ai.request.model": "m", "output": f"answer {i}"}
-                           for i in range(3)]))
-    assert "keys with a dot at the top of a row (gen_ai.request.model) are not read" in \
-        io_text(propose(sample_rows(path)))
 
 
 def test_the_proposal_is_printed_with_examples_guesses_and_what_is_unmapped(tmp_path, capsys,
@@ -162,7 +169,10 @@ RUNS = {**{shape: (first, p50, N_FAILED, MODELS) for shape, (_, _, first, p50) i
         "anthropic_blocks": ("anth-0", _P50, N_FAILED, MODELS),
         "litellm": ("ll-000", _P50, N_FAILED, MODELS),
         "otel_genai": (f"{0:016x}", None, N_FAILED, MODELS),
-        "thumbs_csv": (None, _P50, N_FAILED, ())}
+        "thumbs_csv": (None, _P50, N_FAILED, ()),
+        "flattened_csv": ("chat-000", _P50, N_FAILED, MODELS),
+        "flattened_jsonl": ("chat-000", _P50, N_FAILED, MODELS),
+        "openai_responses": ("resp_0", _P50, N_FAILED, MODELS)}
 
 
 def _check_run(run: evalkit.Run, shape: str) -> None:
@@ -188,12 +198,21 @@ def _check_run(run: evalkit.Run, shape: str) -> None:
 @pytest.mark.e2e
 @pytest.mark.parametrize("shape", ["openai", "langfuse", "langsmith", "promptfoo", "qa_csv",
                                    "anthropic", "gateway", "duration_csv", "anthropic_blocks",
-                                   "litellm", "otel_genai", "thumbs_csv"])
+                                   "litellm", "otel_genai", "thumbs_csv", "flattened_csv",
+                                   "flattened_jsonl", "openai_responses"])
 def test_init_then_one_run_gives_correct_numbers(tmp_path, monkeypatch, shape):
     monkeypatch.chdir(tmp_path)
     name = _file(tmp_path, shape).name
     init.main(argparse.Namespace(what=[name], name="starter", dir=".", field=[], force=False))
-    _check_run(evalkit.run("starter"), shape)
+    run = evalkit.run("starter")
+    _check_run(run, shape)
+    if shape.startswith("flattened"):  # as the nested log: edits counted, nothing left over
+        kept = [r for i, r in enumerate(issue_chat_log()) if i % 5 != 4]
+        (rate,) = [r["value"] for r in run.metrics.to_pylist()
+                   if (r["metric"], r["slice"]) == ("edit_rate", "all")]
+        assert rate == pytest.approx(sum(r["meta"]["user_edited"] for r in kept) / len(kept))
+        meta = json.loads(run.records.column("metadata").to_pylist()[0] or "{}")
+        assert set(meta) <= {"input_messages"}, meta
 
 
 @pytest.mark.e2e
