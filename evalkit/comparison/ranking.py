@@ -9,16 +9,17 @@ bootstrap otherwise), and the pairs' p-values are corrected together (Holm by de
 
 Ranks are stated as ranges, not as a bare order: a run's best rank is 1 + the number of runs
 significantly better than it, its worst the number of ranked runs less those significantly
-worse. Under Holm's correction every pairwise verdict holds at once with probability at least
-the confidence (the family-wise error rate), so the ranges hold simultaneously too (a
-run's true rank lies in its range for every run at once); under Benjamini–Hochberg they
-only bound the share of false verdicts. Runs whose range includes 1 are "not
-distinguishable from #1"."""
+worse. Under Holm's correction the chance of any false verdict among the pairs is at most
+1 − confidence (the family-wise error rate; for the direction of a verdict too, Shaffer
+1980, with independent tests), so the ranges hold together: every run's true rank lies in
+its range at once. Under Benjamini–Hochberg they only bound the share of false verdicts.
+Runs whose range includes 1 are "not distinguishable from #1"."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,11 +202,14 @@ def rank_runs(run_dirs: list[Path], metric: str, *, higher_is_better: bool | Non
             if direction is None:
                 direction = row.get("higher_is_better")
             value = row["value"]
+            if value is not None and not math.isfinite(value):
+                value = None  # (an infinite value has no place in an order)
             entry = RankedRun(run_dir, run_id, value, row["ci_low"], row["ci_high"],
                               row.get("n_judged"))
             if value is None:
                 details = json.loads(row.get("details") or "{}")
-                entry.note = "no value: " + str(details.get("undefined") or "undefined")
+                entry.note = "no value: " + str(details.get("undefined") or details.get(
+                    "infinite") or "undefined or infinite")
             else:
                 views[run_id] = (view, owner)
             entries.append(entry)

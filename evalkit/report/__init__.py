@@ -75,21 +75,23 @@ def _verdicts(runs: list[RunData], n_boot: int,
     return out, "; ".join(notes) + (f" ({n_boot} paired resamples each)" if out else "")
 
 
-def _ranking_of(runs: list[RunData], n_boot: int) -> str:
-    """The ranking section of runs on the same records (shadow runs, or ``sweep.rank_by``
-    set), or a note on why they could not be ranked; "" when there is nothing to rank."""
+def _ranking_of(runs: list[RunData], n_boot: int) -> tuple[str, str]:
+    """The ranking of runs on the same records (shadow runs, or ``sweep.rank_by`` set): its
+    HTML section and Markdown lines, or a note on why they could not be ranked; empty when
+    there is nothing to rank."""
     from evalkit.comparison.ranking import rank_sweep
     from evalkit.report._page import e, run_labels, section
-    from evalkit.report._ranking import ranking_section
+    from evalkit.report._ranking import ranking_markdown, ranking_section
 
     try:
         ranking = rank_sweep([r.run_dir for r in runs], n_boot=max(n_boot, 2))
     except (EvalkitError, OSError, ValueError) as exc:
-        return section("ranking", "Ranking", f"<p class='note'>Not ranked: {e(exc)}</p>")
+        return (section("ranking", "Ranking", f"<p class='note'>Not ranked: {e(exc)}</p>"),
+                f"Not ranked: {exc}\n\n")
     if ranking is None:
-        return ""
+        return "", ""
     labels = dict(zip([r.run_id for r in runs], run_labels(runs), strict=True))
-    return ranking_section(ranking, labels)
+    return ranking_section(ranking, labels), ranking_markdown(ranking, labels)
 
 
 def _corrected_verdict(run_id: str, c: dict[str, Any]) -> dict[str, Any]:
@@ -124,8 +126,8 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None,
     compared: list[tuple[str, Any]] = []
     verdicts, note = _verdicts(runs, n_boot, compared)
     across = across_runs(runs, verdicts, note) if len(runs) > 1 else ""
-    if len(runs) > 1:
-        across = _ranking_of(runs, n_boot) + across
+    ranked, ranked_md = _ranking_of(runs, n_boot) if len(runs) > 1 else ("", "")
+    across = ranked + across
     if compared:
         from evalkit.report._comparison import comparison_section
         from evalkit.report._page import run_labels
@@ -136,7 +138,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None,
     target.mkdir(parents=True, exist_ok=True)
     files = ReportFiles(target / HTML_NAME, target / MD_NAME, target / JUNIT_NAME)
     _write(files.html, page(runs, across))
-    _write(files.markdown, markdown(runs, verdicts, HTML_NAME))
+    _write(files.markdown, ranked_md + markdown(runs, verdicts, HTML_NAME))
     _write(files.junit, junit(runs))
     files.seconds = time.perf_counter() - t0
     return files

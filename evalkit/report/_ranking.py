@@ -47,3 +47,17 @@ def ranking_section(ranking: Any, labels: dict[str, str]) -> str:
             "significantly worse: runs whose range includes 1 are not distinguishable from "
             "#1.")
     return section("ranking", f"Ranking by {ranking.metric}", body, note)
+
+
+def ranking_markdown(ranking: Any, labels: dict[str, str]) -> str:
+    """The ranking as the Markdown summary's first lines (a PR comment, a job summary)."""
+    from evalkit.report._ci import _md
+
+    lines = [f"### Ranking by {_md(ranking.metric)}", "", _md(ranking.caption()), "",
+             f"| rank | run | {_md(ranking.metric)} | 95% CI | against #1 |",
+             "| --- | --- | ---: | ---: | --- |"]
+    for k, r in enumerate(ranking.runs):
+        lines.append(f"| {r.rank} | {_md(labels.get(r.run_id, r.run_id))} | {fmt(r.value)} | "
+                     f"{ci_text(r.ci_low, r.ci_high)} | "
+                     f"{_md(ranking.versus_first(r) if k else r.note or '')} |")
+    return "\n".join(lines) + "\n\n"

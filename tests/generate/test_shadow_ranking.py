@@ -182,6 +182,12 @@ def test_the_report_page_ranks_the_candidates(ranked: tuple[list[Path], Any]) ->
     assert rows == [("1", "1", "model=openai/cand-a"), ("2", "2–3", "model=openai/cand-b"),
                     ("3", "2–3", "model=openai/cand-c")]
     assert "not distinguishable" in html and "Holm" in html
+    from evalkit.report._ranking import ranking_markdown
+
+    lines = [ln for ln in ranking_markdown(ranking, labels).splitlines() if "model=" in ln]
+    assert [ln.split("|")[1:3] for ln in lines] == [
+        [" 1 ", " model=openai/cand-a "], [" 2–3 ", " model=openai/cand-b "],
+        [" 2–3 ", " model=openai/cand-c "]]
 
 
 def test_the_default_metric_is_the_first_alerts_else_the_first_rate() -> None:
