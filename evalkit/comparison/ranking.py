@@ -279,7 +279,10 @@ def rank_sweep(run_dirs: list[Path], n_boot: int = 400) -> Ranking | None:
     settings = config.get("sweep") or {}
     metric, why = settings.get("rank_by"), "sweep.rank_by"
     if metric is None:
-        if not all("candidate" in _sides(d) for d in finished):
+        shadow = [(m.get("config") or {}).get("generate") for m in manifests
+                  if m.get("status") == "ok"]
+        # (the manifests first: reading every run's records is for shadow runs alone)
+        if not all(shadow) or not all("candidate" in _sides(d) for d in finished):
             return None
         metric, why = default_metric(config)
         if metric is None:
