@@ -8,9 +8,14 @@ judge engine, the Langfuse client) and, through a state file, by a sweep's proce
   (the calls sent within one of the last cut knew nothing of it). Each success grows the rate
   again: slowly for ``PLATEAU_S`` near the rate refused last, then faster the longer no call
   was refused, so a limit raised mid-run is found in seconds.
-- **Calls in flight**. A refusal of a call sent with more calls in flight than any accepted
-  call had lately says the limit is on calls in flight, not on their rate: the window closes
-  to the most accepted, and reopens one call a second.
+- **Calls in flight**. Refusals of calls sent with more calls in flight than (nearly: the top
+  5%, a call overtaking one sent before it, aside) any accepted call had lately, three times
+  as many as were accepted up there, say the limit is on calls in flight, not on their rate:
+  the window closes to the most accepted, and reopens one call a second.
+- **Noise**. A provider may shed a few percent of requests at random, whatever the load. While
+  at most 15% of the last 100 answers were refusals, a refusal is taken for that: it cuts
+  nothing (it only holds the growth of a pace back), so 5% shed at random costs 5% retries,
+  not a crawl. A limit overshot refuses far more than that, at once.
 - **Pauses**. A ``Retry-After`` (or ``retry-after-ms``) pauses the whole endpoint, every
   caller, until then; rate-limit headers (``x-ratelimit-remaining-*``, ``-reset-*``, and
   Anthropic's) pause it before it refuses when a quota is spent and pace it at the quota's
@@ -45,6 +50,14 @@ _BUCKETS = 20
 _WINDOW_STEP_S = 1.0  # a closed window reopens one call per this many quiet seconds
 _PEAK_S = 5.0  # the most calls in flight accepted is remembered for 5-10 s
 _RECHECK_S = 0.25  # a caller waiting for a pace slot looks again at least this often
+# A refusal among mostly answered calls is the provider shedding at random, not load: when
+# at most NOISE of the last _RECENT answers (counted as at least _MIN_N) were refusals, a
+# refusal neither cuts the rate nor closes the window (a limit overshot refuses far more, at
+# once). 5% shed at random passes for load once in ~10,000 refusals
+NOISE = 0.15
+_RECENT = 100
+_MIN_N = 40
+_FEW = 3
 
 
 class SharedState(Protocol):
@@ -88,11 +101,13 @@ class AdaptiveLimit:
         self.paused_s = 0.0  # seconds the endpoint was paused, summed over pauses
         self._next = 0.0  # pacing: the earliest time the next call may go
         self._cut_at = -math.inf  # the last cut: refusals of calls sent before it are old news
+        self._refused_at = -math.inf  # the last refusal that counted (a round trip after a cut)
         self._grown_at = 0.0
         self._window_at = 0.0  # the window last closed
         self._widened_at = 0.0  # ... last widened
-        self._max_ok_in_flight = 0  # the most calls in flight any accepted call went with
-        self._old_peak = 0  # ... in the period before
+        # calls answered and refused by the calls in flight they went with, over the last
+        # 5-10 s (this period and the one before): where a limit on calls in flight shows
+        self._levels = _Levels(concurrency)
         self._peak_at = 0.0
         self._counts = [0] * _BUCKETS  # accepted calls per 50 ms bucket, over the last second
         self._bucket = 0  # the index (monotonic // 50 ms) of the newest bucket
@@ -103,6 +118,8 @@ class AdaptiveLimit:
         self._latency: float | None = None  # seconds an answered call takes (moving average)
         self._tokens_per_call: float | None = None
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._recent: collections.deque[bool] = collections.deque()  # True: refused
+        self._recent_refused = 0
 
     # --- the caller's side ------------------------------------------------------------
 
@@ -171,14 +188,14 @@ class AdaptiveLimit:
         self._done()
         self._count(now)
         self._oks += 1
+        self._outcome(False)
         latency = now - ticket.sent
         self._latency = latency if self._latency is None else \
             0.9 * self._latency + 0.1 * latency
-        if now - self._peak_at >= _PEAK_S:  # the most in flight, over the last 5-10 s
-            self._peak_at, self._old_peak, self._max_ok_in_flight = \
-                now, self._max_ok_in_flight, 0
-        if ticket.in_flight > self._max_ok_in_flight:
-            self._max_ok_in_flight = ticket.in_flight
+        if now - self._peak_at >= _PEAK_S:
+            self._peak_at = now
+            self._levels.rotate()
+        self._levels.ok[min(ticket.in_flight, self._levels.top)] += 1
         if ticket.in_flight > self.window:  # taken with more in flight than the window has
             self.window = min(self.ceiling, ticket.in_flight)
         if tokens:
@@ -191,8 +208,10 @@ class AdaptiveLimit:
         if self.rate is not None and now - self._grown_at >= 0.05:
             quiet = now - self._cut_at
             # fast back to just under the rate refused last, slowly past it for a few
-            # seconds (the limit is likely still there), then faster and faster (it moved)
-            near = self.rate >= 0.97 * self._refused_rate and quiet < PLATEAU_S
+            # seconds (the limit is likely still there), then faster and faster (it moved);
+            # slowly while refusals come, even too few to cut for
+            near = (self.rate >= 0.97 * self._refused_rate and quiet < PLATEAU_S) or \
+                now - self._refused_at < PLATEAU_S
             growth = GROWTH * (0.1 if near else 1 + min(quiet, 30.0))
             self.rate *= 1 + growth * min(now - self._grown_at, 1.0)
             # while another limit binds (the window, the caller's), the pace would run away
@@ -217,6 +236,8 @@ class AdaptiveLimit:
             self.overloads += 1
         else:
             self.refusals += 1
+        self._outcome(True)
+        self._levels.refused[min(ticket.in_flight, self._levels.top)] += 1
         if retry_after is not None and retry_after > 0:
             self.pause(now + retry_after, now)
         if quotas:
@@ -229,19 +250,27 @@ class AdaptiveLimit:
 
     def _react(self, ticket: Ticket, now: float) -> None:
         # one cut per round trip: the calls sent within one of the last cut went before
-        # anything it changed could show
+        # anything it changed could show (before any answer, a round trip is at least as
+        # long as the oldest call has waited)
+        rtt = self._latency if self._latency is not None else now - self._first_sent
         if not self.adaptive or \
-                ticket.sent < max(self._cut_at, self._window_at) + min(self._latency or 0.1, 1.0):
+                ticket.sent < max(self._cut_at, self._window_at) + min(max(rtt, 0.01), 1.0):
             return
-        peak = max(self._max_ok_in_flight, self._old_peak)
         closed = self.window < self.ceiling
-        if (self._oks >= 10 and peak < ticket.in_flight) or \
-                (closed and ticket.in_flight >= self.window):
-            # more in flight than any call the endpoint took lately, or a probe of a wider
-            # window: a limit on calls in flight. The window holds it, not the pace: cuts
-            # made before it was found were its doing too
-            self.window = max(1, min(self.window, peak, ticket.in_flight - 1))
-            self._max_ok_in_flight = self._old_peak = self.window
+        probe = closed and ticket.in_flight >= self.window  # of a window reopened by one
+        self._refused_at = now
+        peak = self._levels.peak() if self._oks >= 10 else None
+        in_flight = peak is not None and \
+            self._levels.refused_above(peak) >= max(_FEW, 3 * self._levels.ok_above(peak))
+        if not (probe or in_flight) and self.noise():
+            return
+        if probe or in_flight:
+            # refusals of calls sent with more in flight than (nearly) any call the endpoint
+            # took lately, or of a probe of a wider window: a limit on calls in flight. The
+            # window holds it, not the pace: cuts made before it was found were its doing too
+            self.window = max(1, min(self.window, ticket.in_flight - 1) if probe else
+                              min(self.window, peak or 1))
+            self._levels.forget_above(self.window)
             self._window_at = now
             accepted = self.accepted_rate(now)
             if not closed and self.rate is not None and accepted:
@@ -267,6 +296,17 @@ class AdaptiveLimit:
             self._refused_rate = min(current, accepted or current)
             self.rate = target
         self._grown_at = now
+
+    def noise(self) -> bool:
+        """Whether the refusals lately are few enough to be the provider shedding at
+        random (see NOISE)."""
+        return self._recent_refused <= NOISE * max(len(self._recent), _MIN_N)
+
+    def _outcome(self, refused: bool) -> None:
+        self._recent.append(refused)
+        self._recent_refused += refused
+        if len(self._recent) > _RECENT:
+            self._recent_refused -= self._recent.popleft()
 
     def failed(self, ticket: Ticket) -> None:
         """The call failed otherwise (an error, a timeout): no news about the limits."""
@@ -383,6 +423,46 @@ class AdaptiveLimit:
                 waiter.set_result(None)
             else:  # a caller in another thread's loop
                 loop.call_soon_threadsafe(_wake, waiter)
+
+
+class _Levels:
+    """Calls answered (``ok``) and refused by the number of calls in flight each went with,
+    this period and the one before (``rotate``); the top level holds every count above."""
+
+    def __init__(self, ceiling: int) -> None:
+        self.top = max(ceiling, 1) + 1
+        self.ok = [0] * (self.top + 1)
+        self.refused = [0] * (self.top + 1)
+        self._ok_before = [0] * (self.top + 1)
+        self._refused_before = [0] * (self.top + 1)
+
+    def rotate(self) -> None:
+        self._ok_before, self.ok = self.ok, [0] * (self.top + 1)
+        self._refused_before, self.refused = self.refused, [0] * (self.top + 1)
+
+    def peak(self) -> int:
+        """The most calls in flight answered calls went with, but for the top 5% (a call
+        reaching the endpoint ahead of one sent before it went with one too many)."""
+        oks = [a + b for a, b in zip(self.ok, self._ok_before, strict=True)]
+        allowance = max(1, int(0.05 * sum(oks)))
+        above = 0
+        for level in range(self.top, 0, -1):
+            above += oks[level]
+            if above > allowance:
+                return level
+        return 0
+
+    def refused_above(self, level: int) -> int:
+        return sum(self.refused[level + 1:]) + sum(self._refused_before[level + 1:])
+
+    def ok_above(self, level: int) -> int:
+        return sum(self.ok[level + 1:]) + sum(self._ok_before[level + 1:])
+
+    def forget_above(self, level: int) -> None:
+        """Drop what went with more than ``level`` in flight (the window closed there)."""
+        for counts in (self.ok, self.refused, self._ok_before, self._refused_before):
+            for i in range(level + 1, self.top + 1):
+                counts[i] = 0
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

@@ -10,6 +10,7 @@ limits can change mid-run (``set``)."""
 from __future__ import annotations
 
 import math
+import random
 import threading
 import time
 from typing import Any
@@ -52,8 +53,11 @@ class ProviderLimits:
 
     def __init__(self, server: FakeLLMServer, rps: float | None = None,
                  tokens_per_s: float | None = None, in_flight: int | None = None,
-                 headers: bool = False, retry_after: bool = True, burst_s: float = 1.0) -> None:
+                 headers: bool = False, retry_after: bool = True, burst_s: float = 1.0,
+                 shed: float = 0.0, seed: int = 0) -> None:
         self.server = server
+        self.shed = shed
+        self._random = random.Random(seed)
         self.headers = headers
         self.retry_after = retry_after
         self.burst_s = burst_s
@@ -93,7 +97,8 @@ class ProviderLimits:
                     waits.append(bucket.wait(amount))
             over_flight = self.in_flight is not None and self.server.in_flight > self.in_flight
             wait = max(waits, default=0.0)
-            if wait > 0 or over_flight:
+            shed = self.shed and self._random.random() < self.shed
+            if wait > 0 or over_flight or shed:
                 self.refused += 1
                 headers = self._headers()
                 if self.retry_after and wait > 0:

@@ -84,18 +84,32 @@ def test_calls_in_flight(ctx, slow_llm):
     assert stats["in_flight"] or stats["rate_per_s"]  # paced to it, or the window closed
 
 
+def test_a_few_429s_at_random_do_not_slow_an_endpoint_without_a_limit(ctx, fake_llm):
+    """A provider shedding 5% of requests whatever the load: every judgment ok, the endpoint
+    never paced nor its window closed (before: each refusal cut the pace, and the endpoint
+    crawled at one call in flight)."""
+    fake_llm.latency = 0.01
+    limits = ProviderLimits(fake_llm, shed=0.05, seed=3)
+    rows, stats = _run(ctx, fake_llm, limits, 400, concurrency=16)
+    _all_ok(rows)
+    assert 5 <= limits.refused <= 45  # (about 21)
+    assert stats["rate_per_s"] is None and stats["in_flight"] is None
+    assert fake_llm.max_in_flight == 16
+
+
 def test_a_refusal_above_the_most_ever_accepted_in_flight_closes_the_window():
     from evalkit._adaptive import AdaptiveLimit
 
     async def main() -> AdaptiveLimit:
         limit = AdaptiveLimit(16)
-        for _ in range(12):  # answered with up to 4 in flight
-            tickets = [await limit.acquire() for _ in range(4)]
+        for _ in range(12):  # answered with up to 5 in flight
+            tickets = [await limit.acquire() for _ in range(5)]
             for ticket in tickets:
                 limit.ok(ticket)
-        tickets = [await limit.acquire() for _ in range(6)]
-        limit.refused(tickets[-1], False, None)  # the sixth in flight: refused
-        for ticket in tickets[:-1]:
+        tickets = [await limit.acquire() for _ in range(8)]
+        for ticket in tickets[5:]:  # the sixth to eighth in flight: refused
+            limit.refused(ticket, False, None)
+        for ticket in tickets[:5]:
             limit.ok(ticket)
         return limit
 
@@ -225,9 +239,12 @@ def test_a_sweeps_processes_share_the_pause_the_rate_and_its_pace(tmp_path):
 
     async def main() -> tuple[AdaptiveLimit, list[float]]:
         a, b = job(), job()
-        for _ in range(20):  # job a is answered, then refused with a Retry-After
-            a.ok(await a.acquire())
-        a.refused(await a.acquire(), False, 0.3)
+        for _ in range(4):  # job a is answered (8 calls at a time), then refused with a
+            for ticket in [await a.acquire() for _ in range(8)]:  # Retry-After
+                a.ok(ticket)
+        refused = [await a.acquire() for _ in range(8)]  # (one refusal could be noise)
+        for ticket in refused:
+            a.refused(ticket, False, 0.3)
         assert a.rate is not None
         t0 = time.monotonic()
         sent = []
