@@ -51,9 +51,9 @@ _WINDOW_STEP_S = 1.0  # a closed window reopens one call per this many quiet sec
 _PEAK_S = 5.0  # the most calls in flight accepted is remembered for 5-10 s
 _RECHECK_S = 0.25  # a caller waiting for a pace slot looks again at least this often
 # A refusal among mostly answered calls is the provider shedding at random, not load: when
-# at most NOISE of the last _RECENT answers (counted as at least _MIN_N) were refusals, a
-# refusal neither cuts the rate nor closes the window (a limit overshot refuses far more, at
-# once). 5% shed at random passes for load once in ~10,000 refusals
+# at most NOISE of the last _RECENT answers (counted as at least _MIN_N) were refusals, and
+# not most of them, a refusal neither cuts the rate nor closes the window (a limit overshot
+# refuses far more, at once). 5% shed at random passes for load once in ~10,000 refusals
 NOISE = 0.15
 _RECENT = 100
 _MIN_N = 40
@@ -300,7 +300,10 @@ class AdaptiveLimit:
     def noise(self) -> bool:
         """Whether the refusals lately are few enough to be the provider shedding at
         random (see NOISE)."""
-        return self._recent_refused <= NOISE * max(len(self._recent), _MIN_N)
+        refused = self._recent_refused
+        if refused >= _FEW and 2 * refused > len(self._recent):  # mostly refused
+            return False
+        return refused <= NOISE * max(len(self._recent), _MIN_N)
 
     def _outcome(self, refused: bool) -> None:
         self._recent.append(refused)

@@ -303,6 +303,12 @@ class Generator(_Plugin):
         return {"calls": 0, "cached_calls": 0, "input_tokens": 0, "output_tokens": 0,
                 "cost_usd": 0.0}
 
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """What the endpoints the generator called said about their limits, by endpoint,
+        as :meth:`Judge.endpoint_stats` (the run's manifest ``endpoints`` and summary).
+        Called once the run is judged; the default: nothing."""
+        return {}
+
     def close(self) -> None:
         """Release what the generator holds (connections); called once after the run."""
 

@@ -195,6 +195,9 @@ class LlmGenerator(Generator):
     def estimate(self, records: pa.Table) -> dict[str, Any]:
         return self.caller.estimate(records)
 
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        return self.caller.endpoint_stats()
+
     def close(self) -> None:
         self.caller.close()
 

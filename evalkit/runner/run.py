@@ -49,7 +49,7 @@ from evalkit.runner.metrics import compute_metrics
 from evalkit.runner.references import check_metric_references
 from evalkit.runner.result import RunResult
 from evalkit.runner.shard import runner_cut, sharded
-from evalkit.runner.summary import offline_judges
+from evalkit.runner.summary import merge_endpoint_stats, offline_judges
 from evalkit.safetext import visible
 
 __all__ = ["apply_filters", "execute", "new_run_id"]
@@ -338,6 +338,9 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     endpoints: dict[str, dict[str, Any]] = {}
     for _, plugin in plugins.judges:
         endpoints.update(plugin.endpoint_stats())
+    if generating is not None:  # the candidate's model: an endpoint with limits too
+        for endpoint, stats in generating.plugin.endpoint_stats().items():
+            endpoints[endpoint] = merge_endpoint_stats(endpoints.get(endpoint), stats)
 
     counts: dict[str, dict[str, int]] = {}
     for (judge, status), (n, _c, _u) in sorted(writer.judgment_stats.items()):

@@ -68,6 +68,25 @@ def endpoint_line(endpoint: str, stats: dict) -> str | None:
             f"{stats.get('paused_s') or 0:.3g} s")
 
 
+def merge_endpoint_stats(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+    """One endpoint's limits as two callers of it saw them (the judges', the generate
+    stage's): refusals, overloads and pauses added, the lower rate and window they settled
+    at (null: that caller was never slowed)."""
+    if not a:
+        return dict(b)
+
+    def lower(key: str) -> Any:
+        values = [v for v in (a.get(key), b.get(key)) if v is not None]
+        return min(values) if values else None
+
+    def total(key: str) -> Any:
+        return (a.get(key) or 0) + (b.get(key) or 0)
+
+    return {**a, **b, "rate_per_s": lower("rate_per_s"), "in_flight": lower("in_flight"),
+            "refusals": total("refusals"), "overloads": total("overloads"),
+            "paused_s": round(total("paused_s"), 3)}
+
+
 def corrected_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The corrected value beside the judge's, one line per ``corrected`` metric (slice
     ``all``)."""

@@ -253,3 +253,35 @@ def test_a_sweep_over_candidates_gives_one_run_each_on_the_same_records(project:
                   for run in runs]
     assert len(runs) == 2 and candidates[0] == candidates[1] and len(candidates[0]) == 11
     assert {run.manifest["sweep_id"] for run in runs} != {None}
+
+
+def test_the_candidates_endpoint_limits_are_in_the_manifest_and_summary(project: Path) -> None:
+    """The generate stage's model pushes back like a judge's: its refusals, pauses and the
+    rate it settled at are in the manifest's ``endpoints`` and the summary's lines."""
+    from evalkit.runner.summary import endpoint_line
+
+    server = FakeLLMServer().start()
+    server.push(*[Reply(status=429, delay=0.0, headers={"retry-after-ms": "20"})] * 3)
+    try:
+        run = evalkit.run("chats", [
+            "generate=llm", "generate.model=openai/cand-1", f"generate.api_base={server.url}",
+            "generate.cache=false"])
+    finally:
+        server.stop()
+    assert run.manifest["generate"]["failed"] == 0  # none lost to a 429
+    [(endpoint, stats)] = run.manifest["endpoints"].items()
+    assert endpoint == f"openai/cand-1 @ 127.0.0.1:{server.port}"
+    assert stats["refusals"] == 3 and stats["paused_s"] > 0 and stats["rate_per_s"] > 0
+    assert endpoint_line(endpoint, stats).startswith(f"endpoint {endpoint}: 3 refused (429)")
+
+
+def test_one_endpoint_called_by_judges_and_the_candidate_is_one_entry() -> None:
+    from evalkit.runner.summary import merge_endpoint_stats
+
+    judges = {"rate_per_s": None, "in_flight": None, "refusals": 2, "overloads": 0,
+              "paused_s": 0.25}
+    candidate = {"rate_per_s": 12.5, "in_flight": 4, "refusals": 3, "overloads": 1,
+                 "paused_s": 0.5}
+    assert merge_endpoint_stats(judges, candidate) == {
+        "rate_per_s": 12.5, "in_flight": 4, "refusals": 5, "overloads": 1, "paused_s": 0.75}
+    assert merge_endpoint_stats(None, candidate) == candidate
