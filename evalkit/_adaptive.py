@@ -24,8 +24,9 @@ judge engine, the Langfuse client) and, through a state file, by a sweep's proce
 In a sweep (``shared``: the endpoint's state file, evalkit/judges/llm/_sharedlimit.py) the
 rate, its pace slots and the pauses belong to the endpoint, not to one process: a refusal seen
 by one job slows and pauses them all, and the accepted rate a cut starts from is the sum of
-theirs. The window of calls in flight stays each process's own (the shared call slots bound
-them together).
+theirs. So does the window of calls in flight: a call takes one of the window's first
+shared call slots, and counts the calls the other processes said they had in flight (at
+most 0.1 s ago) with its own.
 
 The configured ``concurrency`` (and ``rpm``/``tpm``, applied by the caller) are hard
 ceilings: the controller only ever works below them. ``adaptive=False`` keeps only the
@@ -64,7 +65,8 @@ class SharedState(Protocol):
     """The endpoint's adaptive state shared by a sweep's processes."""
 
     def adaptive(self, update: dict[str, float | None] | None = None,
-                 accepted: float | None = None) -> dict[str, Any]: ...
+                 accepted: float | None = None,
+                 in_flight: int | None = None) -> dict[str, Any]: ...
 
     def pace(self, rate: float) -> float: ...
 
@@ -90,6 +92,8 @@ class AdaptiveLimit:
         self.adaptive = adaptive
         self.shared = shared
         self._synced = -math.inf
+        self._others = 0  # calls the sweep's other processes had in flight, last we looked
+        self._window_news = False  # this process moved the window since it last said so
         self.window = concurrency  # calls allowed in flight (waiting for a pace slot included)
         self.rate: float | None = None  # calls a second; None: unpaced
         self.hint: float | None = None  # calls a second the rate-limit headers allow
@@ -136,7 +140,7 @@ class AdaptiveLimit:
         self._tried += 1
         if self._first_sent > now:
             self._first_sent = now
-        return Ticket(now, self.sent)
+        return Ticket(now, self.sent + self._others)
 
     async def acquire(self) -> Ticket:
         """Wait for the endpoint: the end of a pause, a place in the window, a pace slot."""
@@ -179,7 +183,7 @@ class AdaptiveLimit:
         if self.rate is None:
             self._tried += 1
             self._first_sent = min(self._first_sent, now)
-        return Ticket(now, self.sent)
+        return Ticket(now, self.sent + self._others)
 
     def ok(self, ticket: Ticket, quotas: dict[str, Quota] | None = None,
            tokens: int | None = None) -> None:
@@ -196,7 +200,12 @@ class AdaptiveLimit:
             self._peak_at = now
             self._levels.rotate()
         self._levels.ok[min(ticket.in_flight, self._levels.top)] += 1
-        if ticket.in_flight > self.window:  # taken with more in flight than the window has
+        if self._levels.any_refused and self._oks % 10 == 0 and self.adaptive:
+            # (refusals stop once a cut pace keeps under the limit: look here too)
+            self._found_in_flight_limit(now)
+        if ticket.in_flight > self.window and self.shared is None:
+            # taken with more in flight than the window has (in a sweep the other
+            # processes' calls are counted as they were up to 0.1 s ago: not this sure)
             self.window = min(self.ceiling, ticket.in_flight)
         if tokens:
             self._tokens_per_call = tokens if self._tokens_per_call is None else \
@@ -218,13 +227,18 @@ class AdaptiveLimit:
             accepted = self.accepted_rate(now)
             if accepted is not None and quiet > 1.0 and self.shared is None:
                 self.rate = min(self.rate, max(2 * accepted, MIN_RATE))
+            # (in a sweep, at least: no more than twice what the window lets through)
+            self.rate = min(self.rate, 2 * self.window / max(self._latency or 0.0, 0.001))
             self._grown_at = now
             if self.shared is not None and now - self._synced >= _SYNC_S:
                 self._push(now)
-        if self.window < self.ceiling and self.held >= self.window and \
+        if self.window < self.ceiling and self.held + self._others >= self.window and \
                 now - max(self._window_at, self._widened_at) >= _WINDOW_STEP_S:
             self.window += 1
             self._widened_at = now
+            self._window_news = True
+            if self.shared is not None:
+                self._push(now)
             self._wake()
 
     def refused(self, ticket: Ticket, overload: bool, retry_after: float | None,
@@ -237,7 +251,7 @@ class AdaptiveLimit:
         else:
             self.refusals += 1
         self._outcome(True)
-        self._levels.refused[min(ticket.in_flight, self._levels.top)] += 1
+        self._levels.count_refused(ticket.in_flight)
         if retry_after is not None and retry_after > 0:
             self.pause(now + retry_after, now)
         if quotas:
@@ -257,24 +271,15 @@ class AdaptiveLimit:
                 ticket.sent < max(self._cut_at, self._window_at) + min(max(rtt, 0.01), 1.0):
             return
         closed = self.window < self.ceiling
-        probe = closed and ticket.in_flight >= self.window  # of a window reopened by one
         self._refused_at = now
-        peak = self._levels.peak() if self._oks >= 10 else None
-        in_flight = peak is not None and \
-            self._levels.refused_above(peak) >= max(_FEW, 3 * self._levels.ok_above(peak))
-        if not (probe or in_flight) and self.noise():
+        # a probe of a window reopened by one, or refusals too many for noise under a
+        # window already closed: the endpoint takes fewer calls in flight than it has
+        if closed and (ticket.in_flight >= self.window or not self.noise()):
+            self._close(max(1, min(self.window - 1, ticket.in_flight - 1)), now)
             return
-        if probe or in_flight:
-            # refusals of calls sent with more in flight than (nearly) any call the endpoint
-            # took lately, or of a probe of a wider window: a limit on calls in flight. The
-            # window holds it, not the pace: cuts made before it was found were its doing too
-            self.window = max(1, min(self.window, ticket.in_flight - 1) if probe else
-                              min(self.window, peak or 1))
-            self._levels.forget_above(self.window)
-            self._window_at = now
-            accepted = self.accepted_rate(now)
-            if not closed and self.rate is not None and accepted:
-                self.rate = max(self.rate, 2 * accepted)
+        if self._found_in_flight_limit(now):
+            return
+        if self.noise():
             return
         self._cut_at = now
         accepted = self.accepted_rate(now)
@@ -296,6 +301,35 @@ class AdaptiveLimit:
             self._refused_rate = min(current, accepted or current)
             self.rate = target
         self._grown_at = now
+
+    def _found_in_flight_limit(self, now: float) -> bool:
+        """Close the window when refusals went with more calls in flight than (nearly) any
+        call the endpoint took lately, three times as many as were taken up there, and
+        hardly any with fewer: a limit on calls in flight, not on their rate."""
+        if self._oks < 10 or not self._levels.any_refused or self.window < self.ceiling:
+            return False
+        levels = self._levels
+        peak = levels.peak()
+        above, below = levels.refused_above(peak), levels.refused_above(0) - \
+            levels.refused_above(peak)
+        if above < max(_FEW, 3 * levels.ok_above(peak)) or \
+                below > NOISE * (levels.ok_above(0) - levels.ok_above(peak)):
+            # (a rate limit refuses calls whatever their number in flight)
+            return False
+        self._close(max(1, min(self.window, peak)), now)
+        return True
+
+    def _close(self, window: int, now: float) -> None:
+        """The window holds the limit, not the pace: cuts made before it was found were its
+        doing too (undone when it is first found)."""
+        opened = self.window >= self.ceiling
+        self.window = window
+        self._levels.forget_above(window)
+        self._window_at = now
+        self._window_news = True
+        accepted = self.accepted_rate(now)
+        if opened and self.rate is not None and accepted:
+            self.rate = max(self.rate, 2 * accepted)
 
     def noise(self) -> bool:
         """Whether the refusals lately are few enough to be the provider shedding at
@@ -369,27 +403,49 @@ class AdaptiveLimit:
 
     # --- inside -----------------------------------------------------------------------
 
+    def shared_window(self) -> int:
+        """The window of calls in flight, for every process of a sweep together (the
+        shared call slots hold it: evalkit/judges/llm/_sharedlimit.py)."""
+        return self.window
+
     def _pull(self, now: float) -> None:
-        """Adopt the sweep's rate and pause (another process may have been refused)."""
+        """Adopt the sweep's rate, window and pause (another process may have been
+        refused), and count the calls the other processes have in flight."""
         assert self.shared is not None
-        view = self.shared.adaptive(accepted=self.accepted_rate(now) if self.rate else None)
+        view = self.shared.adaptive(accepted=self.accepted_rate(now) if self.rate else None,
+                                    in_flight=self.sent)
         self._adopt(view, now)
 
     def _push(self, now: float) -> None:
-        """Tell the sweep this process's rate and pause."""
+        """Tell the sweep this process's rate, window and pause."""
         assert self.shared is not None
         offset = time.time() - now
-        view = self.shared.adaptive(
-            {"rate": self.rate, "paused_until": self.paused_until + offset
-             if self.paused_until > now else None},
-            self.accepted_rate(now) if self.rate else None)
+        update: dict[str, float | None] = {
+            "rate": self.rate,
+            "paused_until": self.paused_until + offset if self.paused_until > now else None}
+        if self._window_news:
+            update["window"] = self.window
+            self._window_news = False
+        view = self.shared.adaptive(update, self.accepted_rate(now) if self.rate else None,
+                                    self.sent)
         self._adopt(view, now)
 
     def _adopt(self, view: dict[str, Any], now: float) -> None:
         self._synced = now
+        self._others = int(view.get("others_in_flight") or 0)
         if view.get("rate") is not None and self.adaptive:
             self.rate = float(view["rate"])
             self._first_sent = min(self._first_sent, now)
+        window = view.get("window")
+        if window is not None and self.adaptive and not self._window_news and \
+                int(window) != self.window:
+            # another process moved it: the next step waits a quiet second from here (one
+            # widening a second for the sweep, not one for each process)
+            wider = int(window) > self.window
+            self.window = max(1, min(self.ceiling, int(window)))
+            self._widened_at = now
+            if wider:
+                self._wake()
         until = float(view.get("paused_until") or 0.0) - (time.time() - now)
         if until > self.paused_until:
             self.pause(until, now)
@@ -438,10 +494,16 @@ class _Levels:
         self.refused = [0] * (self.top + 1)
         self._ok_before = [0] * (self.top + 1)
         self._refused_before = [0] * (self.top + 1)
+        self.any_refused = False  # a refusal on record (this period or the one before)
 
     def rotate(self) -> None:
         self._ok_before, self.ok = self.ok, [0] * (self.top + 1)
         self._refused_before, self.refused = self.refused, [0] * (self.top + 1)
+        self.any_refused = any(self._refused_before)
+
+    def count_refused(self, level: int) -> None:
+        self.refused[min(level, self.top)] += 1
+        self.any_refused = True
 
     def peak(self) -> int:
         """The most calls in flight answered calls went with, but for the top 5% (a call

@@ -234,3 +234,73 @@ def test_the_response_cache_is_shared_by_processes_without_corruption(tmp_path: 
     assert len(rows) == 4 * 200 + 200  # each worker's own keys, and the shared ones once
     assert json.loads(rows["shared-399"]) == {"score": 399, "by": "any"}
     assert json.loads(rows["w3-398"]) == {"score": 398, "by": 3}
+
+
+
+_JOB = """
+import asyncio, json, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from llm_helpers import make, records
+from evalkit.context import RunContext
+from evalkit.judges.llm.correctness import CorrectnessLlmJudge
+
+class Server:
+    url = sys.argv[2]
+
+tmp = Path(sys.argv[3])
+ctx = RunContext(run_id="r", experiment="e", run_dir=tmp / "run", runs_dir=tmp / "runs",
+                 cache_dir=tmp / "cache")
+judge = make(CorrectnessLlmJudge, ctx, Server, cache=False, concurrency=16)
+rows = [{"input": f"question {i}", "output": "an answer", "reference": "an answer"}
+        for i in range(int(sys.argv[4]))]
+time.sleep(max(0.0, float(sys.argv[5]) - time.time()))  # (the parent says when to start)
+out = asyncio.run(judge.ajudge(records(*rows)))
+print(json.dumps({"ok": sum(r["status"] == "ok" for r in out), **judge.engine.stats()}))
+"""
+
+
+def test_the_window_of_calls_in_flight_is_the_sweeps(tmp_path: Path) -> None:
+    """Two jobs calling one endpoint that takes 6 calls in flight, the second starting once
+    the first found the limit: it takes the window the first found (the shared call slots
+    hold it for both together) instead of finding its own, which the two together would
+    overrun and be refused on and on."""
+    import subprocess
+    import time
+
+    from fake_limits import ProviderLimits
+
+    server = FakeLLMServer(latency=0.1).start()
+    limits = ProviderLimits(server, in_flight=6, retry_after=False)
+    seen: list[tuple[float, int, bool]] = []  # arrival, calls in flight at the server, refused
+
+    def plan(body: dict) -> object:
+        flying = server.in_flight
+        reply = limits(body)
+        seen.append((time.time(), flying, reply.status == 429))
+        return reply
+
+    server.plan = plan
+    env = {**os.environ, "EVALKIT_LIMITS_DIR": str(tmp_path / "limits")}
+    helpers = str(Path(__file__).resolve().parents[1] / "judges" / "llm")
+    start = time.time() + 4.0  # (time for both to import evalkit on a loaded host)
+    try:
+        jobs = [subprocess.Popen([sys.executable, "-c", _JOB, helpers, server.url,
+                                  str(tmp_path / f"job{i}"), "150", str(start + 1.5 * i)],
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True) for i in range(2)]
+        results = [job.communicate(timeout=120) for job in jobs]
+    finally:
+        server.stop()
+    for job, (_, err) in zip(jobs, results, strict=True):
+        assert job.returncode == 0, err[-2000:]
+    stats = [json.loads(out.splitlines()[-1]) for out, _ in results]
+    assert [one["ok"] for one in stats] == [150, 150]
+    second = [(flying, refused) for at, flying, refused in seen if at > start + 1.5]
+    assert len(second) > 100
+    # the server never has more in flight than the limit and a call (a refused one counts)
+    assert max(flying for flying, _ in second) <= 6 + 1
+    assert sum(refused for _, refused in second) <= 0.1 * len(second)
+    # the second job took the window the first found; before, it was refused until it had
+    # found its own (5 to 24 times, with the pace shared; measured)
+    assert stats[1]["in_flight"] and stats[1]["refusals"] <= 3, stats

@@ -396,8 +396,9 @@ class Engine:
         # a sweep's processes on this machine: the endpoint's limits hold across them all
         # (the adaptive ones too: a refusal one job sees slows them all)
         transport = self._transport_for_call()
-        self.limit.shared = shared
-        async with shared.slot():
+        limit = self.limit
+        limit.shared = shared
+        async with shared.slot(limit.shared_window):
             reserved = 0
             if shared.rpm:
                 await shared.acquire("rpm", 1)

@@ -31,7 +31,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -166,11 +166,13 @@ class SharedLimits:
             os.close(fd)  # (releases the lock)
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """One of the endpoint's ``concurrency`` calls in flight, across processes."""
+    async def slot(self, window: Callable[[], int] | None = None) -> AsyncIterator[None]:
+        """One of the endpoint's ``concurrency`` calls in flight, across processes (and,
+        with ``window``, one of the first ``window()``: the adaptive window, shared)."""
         slots = _slot_file(self.slots_path)
         wait = _POLL_S[0]
-        while (held := slots.take(self.concurrency)) is None:
+        while (held := slots.take(self.concurrency if window is None else
+                                  max(1, min(self.concurrency, window())))) is None:
             waiter = asyncio.get_running_loop().create_future()
             slots.waiters.append(waiter)
             try:
@@ -225,28 +227,41 @@ class SharedLimits:
     # --- the adaptive limits (evalkit/_adaptive.py), shared by a sweep's processes ---------
 
     def adaptive(self, update: dict[str, float | None] | None = None,
-                 accepted: float | None = None) -> dict[str, Any]:
+                 accepted: float | None = None, in_flight: int | None = None) -> dict[str, Any]:
         """Merge this process's news into the endpoint's adaptive state and return it:
-        ``update`` may set the ``rate`` (calls a second, for every process together) and
-        a pause (``paused_until``, wall clock; the latest wins); ``accepted`` is the rate
-        this process's calls were answered at over the last second (the endpoint's is the
-        sum over the processes that said so in the last 3 s)."""
+        ``update`` may set the ``rate`` (calls a second, for every process together), the
+        ``window`` of calls in flight (for every process together: the call slots hold
+        it) and a pause (``paused_until``, wall clock; the latest wins); ``accepted`` is
+        the rate this process's calls were answered at over the last second (the
+        endpoint's is the sum over the processes that said so in the last 3 s);
+        ``in_flight`` its calls on the wire (``others_in_flight``: the other processes',
+        as they said in the last second)."""
         with self._state() as state:
             shared = state.setdefault("adaptive", {})
             now = time.time()
+            me = str(os.getpid())
             rates = {pid: v for pid, v in (shared.get("accepted") or {}).items()
                      if now - v[1] < 3.0}
             if accepted is not None:
-                rates[str(os.getpid())] = [accepted, now]
+                rates[me] = [accepted, now]
             shared["accepted"] = rates
+            flying = {pid: v for pid, v in (shared.get("in_flight") or {}).items()
+                      if now - v[1] < 1.0 and pid != me}
+            others = sum(v[0] for v in flying.values())
+            if in_flight is not None:
+                flying[me] = [in_flight, now]
+            shared["in_flight"] = flying
             if update:
                 if update.get("paused_until"):
                     shared["paused_until"] = max(shared.get("paused_until") or 0.0,
                                                  update["paused_until"])
                 if "rate" in update:
                     shared["rate"] = update["rate"]
+                if "window" in update:
+                    shared["window"] = update["window"]
             return {"rate": shared.get("rate"), "paused_until": shared.get("paused_until") or 0.0,
-                    "accepted": sum(v[0] for v in rates.values()) if rates else None}
+                    "accepted": sum(v[0] for v in rates.values()) if rates else None,
+                    "window": shared.get("window"), "others_in_flight": others}
 
     def pace(self, rate: float) -> float:
         """Take the endpoint's next pace slot at ``rate`` calls a second if it is due (0.0),
