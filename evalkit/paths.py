@@ -21,16 +21,11 @@ def parts_of(path: str) -> Parts:
 
 
 def walk(obj: Any, parts: Parts) -> Any:
-    """The value at ``parts`` in ``obj``; ``None`` when any step is absent. Where the plain
-    keys lead to no value, an object may hold a key with dots in it (OpenTelemetry
-    attributes: ``attributes.gen_ai.request.model`` reads ``{"attributes":
-    {"gen_ai.request.model": ...}}``): the longest run of the remaining steps, joined by
-    dots, that is one of its keys is taken."""
-    return _walk(obj, parts, 0)
-
-
-def _walk(obj: Any, parts: Parts, i: int) -> Any:
-    n = len(parts)
+    """The value at ``parts`` in ``obj``; ``None`` when any step is absent. An object that
+    lacks a step's key may hold a key with dots in it (a CSV header ``meta.model``,
+    OpenTelemetry's ``gen_ai.request.model``): then the longest run of the remaining steps,
+    joined by dots, that is one of its keys is taken (a plain key always wins)."""
+    i, n = 0, len(parts)
     while i < n:
         part = parts[i]
         if type(obj) is str and obj[:1] in ("{", "["):
@@ -43,17 +38,16 @@ def _walk(obj: Any, parts: Parts, i: int) -> Any:
                 return None
             obj = obj[part]
         elif isinstance(obj, dict):
-            if type(part) is str and part in obj:
-                if i + 1 == n:
-                    return obj[part]
-                found = _walk(obj[part], parts, i + 1)
-                if found is not None:
-                    return found
-            for j in range(n, i + 1, -1):  # (the plain keys found nothing: dotted ones)
-                key = ".".join(map(str, parts[i:j]))
-                if key in obj:
-                    return _walk(obj[key], parts, j)
-            return None
+            if part in obj:
+                obj = obj[part]
+            else:
+                for j in range(n, i + 1, -1):  # (only where the key is absent: no cost else)
+                    key = ".".join(map(str, parts[i:j]))
+                    if key in obj:
+                        obj, i = obj[key], j - 1
+                        break
+                else:
+                    return None
         else:
             return None
         i += 1

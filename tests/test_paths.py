@@ -38,16 +38,17 @@ def test_value_at_tolerates_non_json_text() -> None:
 @pytest.mark.parametrize("path, expected", [
     ("attributes.gen_ai.request.model", "gpt-4o-mini"),  # a key with dots in it
     ("attributes.ai.prompt.messages.0.content", "q"),  # then into the JSON text it holds
-    ("attributes.gen_ai.usage", {"n": 1}),  # a plain key is taken before a dotted one
-    ("attributes.gen_ai.usage.n", 1),
+    ("attributes.llm.usage", {"n": 1}),  # a plain key is taken before a dotted one
+    ("attributes.llm.usage.n", 1),
     ("attributes.gen_ai.missing", None),
+    ("attributes.gen_ai", None),
     ("llm.input_messages.0.message.content", "flat"),  # OpenInference's flattened keys
 ])
 def test_a_key_with_dots_is_named_by_its_steps(path: str, expected: object) -> None:
     row = {"attributes": {"gen_ai.request.model": "gpt-4o-mini",
                           "ai.prompt": json.dumps({"messages": [{"role": "user",
                                                                  "content": "q"}]}),
-                          "gen_ai": {"usage": {"n": 1}}, "gen_ai.usage": {"n": 2}},
+                          "llm": {"usage": {"n": 1}}, "llm.usage": {"n": 2}},
            "llm": {"input_messages.0.message.content": "flat"}}
     assert value_at(row, path) == expected
     assert getter(path)(row) == expected
