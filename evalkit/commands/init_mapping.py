@@ -86,7 +86,8 @@ class Mapping:
     proposals: dict[str, Proposal]
     unmapped: list[tuple[str, Any]]
     n_rows: int
-    # what could not be mapped, and why (a duration the rows hold only as start and end)
+    # what could not be mapped or needs a look, and why (a duration the rows hold only as
+    # start and end; messages written as Python's printout, not JSON)
     notes: list[str] = field(default_factory=list)
 
 
@@ -439,13 +440,20 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
 def _notes(stats: dict[str, _Stat], proposals: dict[str, Proposal]) -> list[str]:
     """Why a column the data seems to hold was not mapped."""
     notes = []
+    for column in ("input", "output"):
+        example = proposals[column].example if column in proposals else None
+        if _python_literal(example):
+            notes.append(f"check {column}: {proposals[column].path} holds Python's printout of a "
+                         "list or dict (single quotes), not JSON: it is read as that text, "
+                         "not as messages; write the file with json.dumps (pandas: to_json) "
+                         "to have it read as messages")
     if "latency_s" not in proposals:
         def ends(word: str) -> list[str]:
             return [p for p in stats if {word} & {w for st in _words(p) for w in st}
                     and stats[p].share("number", "text") >= 0.8]
         start, end = ends("start"), ends("end")
         if start and end:
-            notes.append(f"latency_s: the rows have a start ({start[0]}) and an end "
+            notes.append(f"not mapped: latency_s: the rows have a start ({start[0]}) and an end "
                          f"({end[0]}) but no duration, and fields do not subtract; add a "
                          "duration to the file, or leave latency out")
     return notes
@@ -469,6 +477,24 @@ def _proposal(column: str, path: str, st: _Stat, sure: bool) -> Proposal | None:
         return None if action is None else \
             Proposal(column, path, st.example, True, value_map=action)
     return Proposal(column, path, st.example, not sure)
+
+
+def _python_literal(value: Any) -> bool:
+    """Whether ``value`` is text that is a Python list or dict printed with ``str()`` (what
+    pandas writes to a CSV for a list cell) rather than JSON."""
+    if not isinstance(value, str) or value[:2] not in ("[{", "{'") or len(value) > 100_000:
+        return False
+    try:
+        json.loads(value)
+        return False
+    except ValueError:
+        pass
+    import ast
+
+    try:
+        return isinstance(ast.literal_eval(value), (list, dict))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
 
 
 def _object_output(path: str, st: _Stat, stats: dict[str, _Stat]) -> str:
@@ -527,5 +553,5 @@ def io_text(mapping: Mapping) -> str:
                   (f" … and {len(mapping.unmapped) - 12} more" if len(mapping.unmapped) > 12
                    else "") + "\n")
     for note in mapping.notes:
-        out.write(f"not mapped: {note}\n")
+        out.write(f"{note}\n")
     return out.getvalue()

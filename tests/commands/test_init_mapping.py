@@ -121,11 +121,18 @@ def test_init_finds_each_column_at_any_depth(tmp_path, shape):
 
 
 def test_what_cannot_be_mapped_is_said_with_the_reason(tmp_path):
-    """A duration held only as start and end is named in the proposal, not silently left
-    out."""
+    """A duration held only as start and end, and messages written as Python's printout,
+    are named in the proposal, not silently left as they are."""
     mapping = propose(sample_rows(_file(tmp_path, "otel_genai")))
     assert "not mapped: latency_s: the rows have a start (startTimeUnixNano) and an end " \
            "(endTimeUnixNano) but no duration" in io_text(mapping)
+    # pandas' to_csv writes a list cell as Python's printout: read as text, and said so
+    path = tmp_path / "repr.csv"
+    path.write_text("prompt,answer\n" + "".join(
+        f"\"[{{'role': 'user', 'content': 'q{i}'}}]\",a{i}\n" for i in range(3)))
+    assert "check input: prompt holds Python's printout of a list or dict" in \
+        io_text(propose(sample_rows(path)))
+    assert "check" not in io_text(propose(sample_rows(_file(tmp_path, "flattened_csv"))))
 
 
 def test_the_proposal_is_printed_with_examples_guesses_and_what_is_unmapped(tmp_path, capsys,
