@@ -121,7 +121,11 @@ def test_a_sweep_runs_as_ray_tasks_with_the_sweeps_environment(
     def plan(body: dict) -> Reply:  # which node each call came from
         peer = server.requests[-1]["peer"]
         nodes.add(_node_of(_pid_of_peer(peer[1])) if peer else None)
-        return Reply()
+        # until a call came from each node, a job's calls are slow: the first good job holds
+        # its node's one CPU until the other good job has started, which it can then only do
+        # on the other node (else, on a loaded host, the bad job's quick end could let both
+        # good jobs run one after the other on the head)
+        return Reply(delay=None if nodes >= {"ray", "node2"} else 2.0)
 
     server.plan = plan
     try:
