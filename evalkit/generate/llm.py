@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from evalkit.generate.messages import openai_messages, system_text
+from evalkit.generate.messages import UNREPLAYABLE, openai_messages, system_text
 from evalkit.plugin import Call, Generator, LlmJudge, LlmJudgeConfig
 from evalkit.sources._chat import messages_of
 
@@ -95,8 +95,11 @@ def request_messages(config: LlmGeneratorConfig, record: dict[str, Any]) -> list
             messages = openai_messages(recorded, system_text(meta.get("system_instructions")))
             while messages and messages[-1]["role"] == "assistant":  # (the recorded answer)
                 messages.pop()
-        else:
-            messages = [{"role": "user", "content": record.get("input") or ""}]
+        elif record.get("input"):
+            messages = [{"role": "user", "content": record["input"]}]
+        else:  # (a trace recorded without its content: nothing to ask the candidate)
+            raise ValueError("the record has no input to replay (no message list and an "
+                             "empty input: was the trace recorded without its content?)")
     if config.system_prompt is not None:
         messages = [{"role": "system", "content": config.system_prompt},
                     *(m for m in messages if m.get("role") != "system")]
@@ -144,8 +147,8 @@ class _Caller(LlmJudge):
 
     def _unreplayable(self, record: dict[str, Any], exc: ValueError) -> dict[str, Any]:
         return {"record_id": record["record_id"], "output": None, "model": self.config.model,
-                "status": "error", "error": f"the recorded messages cannot be replayed: {exc}",
-                "details": {"cause": "request"}}
+                "status": "error", "error": f"nothing replayable: {exc}",
+                "details": {"cause": UNREPLAYABLE}}
 
     async def judge_record(self, record: dict[str, Any]) -> dict[str, Any]:
         try:

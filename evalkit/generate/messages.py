@@ -19,7 +19,12 @@ from typing import Any
 
 import orjson
 
-__all__ = ["openai_messages", "system_text"]
+__all__ = ["UNREPLAYABLE", "openai_messages", "system_text"]
+
+UNREPLAYABLE = "unreplayable"
+"""``metadata.generate.cause`` of a candidate whose record holds nothing a chat API takes (no
+input, or a message part of another kind): no call was made, and ``failure_recovery`` leaves
+the record out of its share (counted apart)."""
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "human": "user",
           "assistant": "assistant", "model": "assistant", "ai": "assistant",

@@ -2,13 +2,16 @@
 records whose recorded call a filter set aside as a failed pipeline, the share whose
 candidate produced an output that no filter set aside: "would the candidate have succeeded
 where production failed?". A proportion with Wilson's interval, by slice of the recorded
-record's columns. Null, with the reason, when the run replayed no failed record."""
+record's columns. A failed record that held nothing to ask the candidate (no input: a trace
+recorded without its content) is left out of the share and counted (``n_unscored``,
+``details.unreplayable``). Null, with the reason, when no failed record was replayed."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.generate.messages import UNREPLAYABLE
 from evalkit.metrics._stats import check_slice_by, slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
 
@@ -38,28 +41,37 @@ class FailureRecoveryMetric(Metric):
     def compute(self, con: Any) -> list[dict[str, Any]]:
         cfg = self.config
         cols = ", ".join(slice_sql(c, "r") for c in cfg.slice_by)
+        # a candidate that could not be asked (nothing replayable) says nothing of recovery
+        unasked = ("coalesce(json_extract_string(c.metadata, '$.generate.cause') = "
+                   f"'{UNREPLAYABLE}', false)")
         rows = con.execute(
-            "SELECT c.excluded_by IS NULL AS recovered"
+            f"SELECT c.excluded_by IS NULL AS recovered, {unasked} AS unasked"
             + (f", {cols}" if cols else "") +
             " FROM records r JOIN records c ON c.record_id = r.record_id || '::candidate' "
             "WHERE r.side = 'recorded' AND c.side = 'candidate' AND r.excluded_by = ?",
             [cfg.failed_by]).fetchall()
         out = []
-        groups: dict[str, list[bool]] = {"all": [bool(r[0]) for r in rows]}
-        for i, col in enumerate(cfg.slice_by, start=1):
+        groups: dict[str, list[tuple[bool, bool]]] = {
+            "all": [(bool(r[0]), bool(r[1])) for r in rows]}
+        for i, col in enumerate(cfg.slice_by, start=2):
             for row in rows:
                 value = "null" if row[i] is None else row[i]
-                groups.setdefault(f"{col}={value}", []).append(bool(row[0]))
-        for label, recovered in groups.items():
-            n, k = len(recovered), sum(recovered)
-            base = {"metric": self.name, "slice": label, "n_attempted": n, "n_excluded": 0,
-                    "n_judged": n, "n_unscored": 0}
+                groups.setdefault(f"{col}={value}", []).append((bool(row[0]), bool(row[1])))
+        for label, pairs in groups.items():
+            recovered = [ok for ok, unasked in pairs if not unasked]
+            n, k, skipped = len(recovered), sum(recovered), len(pairs) - len(recovered)
+            base = {"metric": self.name, "slice": label, "n_attempted": len(pairs),
+                    "n_excluded": 0, "n_judged": n, "n_unscored": skipped}
             if n == 0:
+                why = (f"none of the {skipped} failed record(s) replayed held anything to ask "
+                       "the candidate (no input: recorded without content?)" if skipped else
+                       f"no record set aside by {cfg.failed_by} was replayed: set "
+                       "generate.replay_failed=true")
                 out.append({**base, "value": None, "ci_low": None, "ci_high": None,
-                            "details": {"undefined": f"no record set aside by {cfg.failed_by} "
-                                        "was replayed: set generate.replay_failed=true"}})
+                            "details": {"undefined": why, "unreplayable": skipped}})
                 continue
             low, high = wilson_ci(k, n, cfg.confidence)
             out.append({**base, "value": k / n, "ci_low": low, "ci_high": high,
-                        "details": {"recovered": k, "failed": n, "method": "wilson"}})
+                        "details": {"recovered": k, "failed": n, "unreplayable": skipped,
+                                    "method": "wilson"}})
         return out

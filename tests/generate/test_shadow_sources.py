@@ -96,15 +96,28 @@ def test_otel_genai_and_openinference_spans_replay_as_valid_chat_requests(
     spans = [span(f"{k + 1:016x}", "chat gpt-4o-mini",
                   {**CHAT, **attrs, "gen_ai.output.messages": OUT})
              for k, attrs in enumerate(GENAI)]
+    # a failed call whose span kept no content (content capture off): nothing to replay
+    spans.append(span("f" * 16, "chat gpt-4o-mini", {**CHAT},
+                      status={"code": 2, "message": "429 rate limited"}))
     (tmp_path / "traces" / "genai.jsonl").write_text(request(*spans) + "\n")
     shutil.copy(CORPUS / "openai-agents-2025-09-30.otlp.jsonl", tmp_path / "traces")
     run = _shadow(server, None, ["source=otlp_json", f"source.path={tmp_path}/traces/*.jsonl",
-                                 "judges=[prompt_echo]"])
+                                 "judges=[prompt_echo]", "generate.replay_failed=true",
+                                 "+metrics.recovery={plugin: failure_recovery}"])
     records = run.records.to_pylist()
-    recorded = {r["record_id"]: r for r in records if r["side"] == "recorded"
-                and r["excluded_by"] is None}
     candidates = {r["record_id"].removesuffix("::candidate"): r for r in records
                   if r["side"] == "candidate"}
+    empty = next(i for i in candidates if i.endswith("f" * 16))
+    assert candidates[empty]["excluded_by"] == "generate"
+    assert "no input to replay" in candidates[empty]["exclude_reason"]
+    (recovery,) = [m for m in run.metrics.to_pylist() if m["metric"] == "recovery"]
+    # the corpus's failed call was answered; the one without content is counted apart
+    assert (recovery["n_attempted"], recovery["n_judged"], recovery["n_unscored"]) == (2, 1, 1)
+    assert recovery["value"] == 1.0
+    assert json.loads(recovery["details"])["unreplayable"] == 1
+    recorded = {r["record_id"]: r for r in records if r["side"] == "recorded"
+                and r["excluded_by"] in (None, "pipeline_failure")}  # (replay_failed)
+    del candidates[empty], recorded[empty]
     assert set(candidates) == set(recorded)
     sent = [r["body"]["messages"] for r in server.requests]
     for messages in sent:
