@@ -190,7 +190,7 @@ def rank_runs(run_dirs: list[Path], metric: str, *, higher_is_better: bool | Non
         for i, (run_dir, manifest) in enumerate(zip(run_dirs, manifests, strict=True)):
             run_id = str(manifest.get("run_id") or run_dir.name)
             if i not in ok:
-                entries.append(RankedRun(run_dir, run_id, None, None, None,
+                entries.append(RankedRun(run_dir, run_id, None, None, None, None,
                                          note=f"not ranked: status {manifest.get('status')}"))
                 continue
             owner = _owner(metric, (manifest.get("config") or {}).get("metrics") or {})

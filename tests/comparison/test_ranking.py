@@ -62,3 +62,20 @@ def test_a_bad_sweep_setting_is_one_config_error() -> None:
         evalkit.run("quickstart", ["sweep.correction=bonferroni"])
     with pytest.raises(ConfigError, match="sweep.rank_on: unknown key.*rank_by"):
         evalkit.run("quickstart", ["+sweep.rank_on=echo_rate"])
+
+
+def test_a_run_that_did_not_finish_is_listed_last_unranked(runs, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    first, second = runs["echo_rate"]
+    stopped = tmp_path / "runs" / "quickstart" / "stopped"
+    shutil.copytree(first, stopped)
+    manifest = json.loads((stopped / "manifest.json").read_text())
+    (stopped / "manifest.json").write_text(json.dumps({**manifest, "run_id": "stopped",
+                                                       "status": "interrupted"}))
+    ranking = rank_runs([stopped, first, second], "echo_rate", n_boot=20)
+    assert [r.run_id for r in ranking.runs][-1] == "stopped"
+    last = ranking.runs[-1]
+    assert (last.rank, last.value, last.note) == ("—", None, "not ranked: status interrupted")
+    assert len(ranking.pairs) == 1  # the finished two only
