@@ -86,7 +86,7 @@ class Ranking:
         tested = sum(1 for p in self.pairs if p["p_adjusted"] is not None)
         return (f"ranked by {self.metric}{side} ({way} is better); a rank a–b: not "
                 f"distinguishable at {self.confidence:.0%} ({self.tests()}, "
-                f"{_SHORT[self.correction]} over {tested} pairs)")
+                f"{_SHORT[self.correction]} over {tested} pair{'' if tested == 1 else 's'})")
 
     def versus_first(self, entry: RankedRun) -> str:
         """How ``entry`` stands against the run ranked first, in words."""
