@@ -18,12 +18,16 @@ Two designs give its variance:
   design): ``g = a + lam * f`` and ``var = (1/N^2) sum over labelled of (1 - pi) / pi^2 *
   (y - g)^2``, ``(a, lam)`` the weighted least squares that minimise it.
 
-These are design variances: over the draw of the labelled records from these ``N``. The
-interval is for the mean of the process the records come from (the estimand of PPI++ and
-of every other evalkit interval: a run is a sample of its traffic), so the variance adds
-``S_y^2 / N``, the spread of these records' own mean around it (Särndal et al. 13.4; with
-the design variance it is the ``var(z) / N`` of Zrnic and Candès); ``finite=True`` leaves
-it out, for the mean of these records alone. The quantile is Student's t (Satterthwaite's
+These are design variances: over the draw of the labelled records from these ``N``, so the
+interval is for the mean of these records (the all-labels truth of the run: what a census
+of human labels would give), the estimand the coverage bench checks. ``finite=False`` adds
+``S_y^2 / N``, the spread of these records' own mean around the mean of the process they
+come from (Särndal et al. 13.4; with the design variance it is the ``var(z) / N`` of Zrnic
+and Candès), for that process mean instead. The PPI++ interval (ppi_py's) is the process
+one: for these records' mean it is conservative by that same term, which is small beside
+its own at a small labelled share (at 10%, 90%: 0.91-0.92 on the bench) but not beside the
+stratified design variance a good judge leaves (0.93-0.95 there), hence the choice here.
+The quantile is Student's t (Satterthwaite's
 degrees of freedom across the variance terms, and within a Poisson draw's unequally
 weighted residuals), since a stratum often holds few labels; for 0/1 values the interval
 is Wilson's at the effective sample size ``value(1 - value) / var``. A stratum labelled
@@ -40,13 +44,13 @@ __all__ = ["ipw_mean", "n_h_total"]
 
 def ipw_mean(f_all: np.ndarray, labelled: np.ndarray, y: np.ndarray, pi: np.ndarray,
              strata: np.ndarray | None, confidence: float = 0.95,
-             use_judge: bool = True, finite: bool = False) -> Estimate:
+             use_judge: bool = True, finite: bool = True) -> Estimate:
     """The IPW difference estimate of the mean of the human values over ``f_all``'s records.
     ``labelled`` indexes the labelled records in ``f_all``; ``y``, ``pi`` and ``strata``
     (None for a Poisson draw) are theirs, in the same order. ``use_judge=False`` gives the
     human-only (Horvitz–Thompson) estimate of the same design. The interval is for the
-    mean of the process the records come from, like PPI++'s; ``finite=True`` gives the one
-    for these records' own mean (the design variance alone)."""
+    mean of these records (the design variance); ``finite=False`` gives the one for the
+    mean of the process they come from, like PPI++'s."""
     f_all = np.asarray(f_all, dtype=float)
     y, pi = np.asarray(y, dtype=float), np.asarray(pi, dtype=float)
     big_n, n = len(f_all), len(y)
@@ -96,7 +100,7 @@ def ipw_mean(f_all: np.ndarray, labelled: np.ndarray, y: np.ndarray, pi: np.ndar
         # around its mean by S_y^2 / N, S_y^2 the (1/pi-weighted) variance of the human
         # values (Särndal et al. 1992, sec. 13.4; with the design variance this is
         # Zrnic and Candès's var(z)/N). Without it the interval covers these records' mean,
-        # not the rate, and is too narrow for it by that term (the PPI++ one includes it).
+        # not the process's, and is too narrow for the latter by that term.
         extra = _weighted_variance(y, 1 / pi) / big_n
         var += extra
         terms.append((extra, n - 1))

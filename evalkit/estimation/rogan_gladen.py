@@ -16,7 +16,11 @@ keeps it from collapsing when a count is 0 or at its maximum::
     var = [p(1-p)/n + (1-theta)^2 q0(1-q0)/m0 + theta^2 q1(1-q1)/m1] / (q0 + q1 - 1)^2
 
 clipped to [0, 1]. It is refused when a class has fewer than ``min_per_class`` labels or the
-judge is no better than chance (q0 + q1 <= 1: the correction divides by that)."""
+judge is not shown better than chance: Youden's ``J = q0 + q1 - 1`` (the correction divides
+by it) not significantly above 0, i.e. the lower bound of J's own interval at the same
+confidence (``J ± z·se``, se from the adjusted ``q0``, ``q1`` as above) at or below 0. Then
+the set of prevalences the labels allow is unbounded (Fieller's: the denominator may be 0),
+and no delta-method interval around the ratio can cover."""
 
 from __future__ import annotations
 
@@ -53,13 +57,16 @@ def rogan_gladen(judge_flags: np.ndarray, y: np.ndarray, f: np.ndarray,
     q1t = (m1 * q1 + 1) / (m1 + 2)
     q0t = (m0 * q0 + 1) / (m0 + 2)
     youden = q0t + q1t - 1
-    if youden <= 0:
-        # (q0 + q1 > 1 on the raw counts, but not once each is pulled toward 1/2: the
-        # interval would divide by zero or flip; a judge this close to chance corrects
-        # nothing the labels can vouch for)
-        return Estimate.refused("rogan_gladen", f"the judge is too close to chance on the "
-                                f"labelled records (sensitivity {q1:.3g} + specificity "
-                                f"{q0:.3g} <= 1 once adjusted for {m1} and {m0} labels)",
+    se_j = float(np.sqrt(q1t * (1 - q1t) / (m1 + 2) + q0t * (1 - q0t) / (m0 + 2)))
+    if youden - z * se_j <= 0:
+        # J's interval reaches 0: the labels cannot tell this judge from a coin, and the
+        # correction, dividing by J, could be anything (a judge at chance on the raw counts
+        # lands here too)
+        return Estimate.refused("rogan_gladen", f"the judge is no better than chance on the "
+                                f"labelled records: Youden's J = sensitivity {q1:.3g} + "
+                                f"specificity {q0:.3g} - 1 = {q0 + q1 - 1:.3g} is not "
+                                f"significantly above 0 ({confidence:.0%} lower bound "
+                                f"{youden - z * se_j:.3g}, from {m1} and {m0} labels)",
                                 **details)
     value = float(np.clip((p + q0 - 1) / (q0 + q1 - 1), 0.0, 1.0))
     centre = float(np.clip((pt + q0t - 1) / youden, 0.0, 1.0))

@@ -203,6 +203,28 @@ def test_rogan_gladen_refuses_too_few_labels_in_a_class(runs, tmp_path):
     assert rows[("c", "all")]["value"] is not None
 
 
+def test_rogan_gladen_refuses_a_judge_not_shown_better_than_chance(runs, tmp_path):
+    # a random sample whose human labels barely follow the judge's verdict: Youden's J is
+    # above 0 on the counts but not significantly, so the correction (which divides by J)
+    # is refused with the reason; PPI++ stays defined (lambda near 0: the labels alone)
+    drawn = draw_sample(runs.run_dir, runs.root, "j", 60, "random", seed=3)
+    ids = drawn.table.column("record_id").to_pylist()
+    flags = [runs.score[r] > 0.5 for r in ids]
+    y, seen = [], {True: 0, False: 0}
+    for f in flags:  # humans flag 3 of 5 of what the judge flags, 2 of 5 of the rest
+        y.append(float((seen[f] % 5 < 3) if f else (seen[f] % 5 < 2)))
+        seen[f] += 1
+    import_labels(_jsonl(tmp_path / "weak.jsonl", [
+        {"record_id": r, "judge": "j", "value": v, "labeler": "ann", "sample_id": s}
+        for r, v, s in zip(ids, y, drawn.table.column("sample_id").to_pylist(), strict=True)]),
+        runs.root)
+    rows = _corrected(runs, threshold=0.5, confidence=0.95)
+    rg = rows[("c.rogan_gladen", "all")]
+    assert rg["value"] is None and "no better than chance" in rg["details"]["undefined"]
+    assert 0 < rg["details"]["sensitivity"] + rg["details"]["specificity"] - 1
+    assert rows[("c", "all")]["value"] is not None
+
+
 def test_declared_column_labels_and_the_cli(runs, capsys):
     from evalkit.cli import main
 
