@@ -105,6 +105,10 @@ def test_a_failed_worker_leaves_nothing_behind(tmp_path: Path, ctx: RunContext,
         return mapped(name, config, ref, chunk)
 
     monkeypatch.setattr(jsonl, "map_chunk", failing)
+    # a thread another test left running in this process makes the source read in-process
+    # (no fork beside threads) and the workers under test would never start
+    monkeypatch.setattr(jsonl, "can_fork", lambda: True)
+    monkeypatch.setattr(jsonl, "start_method", lambda: "fork")
     with pytest.raises(SourceError, match="a worker failed"):
         list(_source(path, ctx, workers=2, batch_size=50).read())
     assert len(dirs) == 1 and not os.path.exists(dirs[0])
