@@ -54,3 +54,14 @@ def objects(fs, name: str) -> dict[str, int]:
     infos = fs.get_file_info(pafs.FileSelector(name, recursive=True, allow_not_found=True))
     return {i.path.removeprefix(name + "/"): i.size for i in infos
             if i.type == pafs.FileType.File}
+
+
+def query_csv(url: str, sql: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """``evalkit query --runs-dir URL SQL --format csv``, in this process: its lines."""
+    from evalkit.cli import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        main(["query", "--runs-dir", url, sql, "--format", "csv"])
+    assert done.value.code == 0
+    return capsys.readouterr().out.split()

@@ -14,7 +14,7 @@ import pytest
 
 from evalkit.results.query import connect
 from tests.conftest import run_cli
-from tests.scale.conftest import FAKE_ENV, objects
+from tests.scale.conftest import FAKE_ENV, objects, query_csv
 from tests.scale.test_compact import QUERIES, _exact
 
 pytestmark = pytest.mark.e2e
@@ -61,16 +61,6 @@ def _compact(url: str, capsys: pytest.CaptureFixture[str], *refs: str) -> str:
     assert done.value.code == 0, out.err
     return out.out
 
-
-def _query(url: str, sql: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """``evalkit query --runs-dir URL SQL --format csv`` in this process: its lines."""
-    from evalkit.cli import main
-
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as done:
-        main(["query", "--runs-dir", url, sql, "--format", "csv"])
-    assert done.value.code == 0
-    return capsys.readouterr().out.split()
 
 
 def _fault(monkeypatch: pytest.MonkeyPatch, spec: str | None) -> None:
@@ -182,7 +172,7 @@ def test_a_compact_killed_after_its_commit_is_finished_by_the_next(tmp_path: Pat
     assert proc.returncode == -9
     assert f"runs/quickstart/{done}/.judgments-swap" in objects(fs, name)
     sql = f"SELECT count(*) FROM judgments WHERE run_id = '{done}'"
-    assert _query(url, sql, capsys) == ["count_star()", "320"]  # (not twice over)
+    assert query_csv(url, sql, capsys) == ["count_star()", "320"]  # (not twice over)
     assert _answers(url) == before
     assert "compacted 0 of 2 runs" in _compact(url, capsys)  # (finished, not counted again)
     assert _answers(url) == before

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.scale.conftest import FAKE_ENV, objects
+from tests.scale.conftest import FAKE_ENV, objects, query_csv
 from tests.scale.s3_proxy import CuttingProxy
 
 pytestmark = pytest.mark.e2e
@@ -112,19 +112,9 @@ def test_an_upload_cut_mid_file_fails_the_run_and_a_resume_finishes_it(
     manifest = json.loads(fs.open_input_file(f"{name}/runs/quickstart/cut/manifest.json").read())
     assert manifest["status"] == "failed" and "cannot upload part-00001" in manifest["error"]
     sql = ("SELECT run_id, status, (SELECT count(*) FROM judgments) AS judgments FROM runs")
-    assert _query(url, sql, capsys) == ["run_id,status,judgments", "cut,failed,0"]
+    assert query_csv(url, sql, capsys) == ["run_id,status,judgments", "cut,failed,0"]
 
     run_cli(*args, f"runner.runs_dir='{url}'", "--resume", "cut", cwd=tmp_path, env=env)
-    assert _query(url, sql, capsys) == ["run_id,status,judgments", "cut,ok,320"]
+    assert query_csv(url, sql, capsys) == ["run_id,status,judgments", "cut,ok,320"]
     assert not [k for k in objects(fs, name) if "/." in k]  # no hidden object left
 
-
-def _query(url: str, sql: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """``evalkit query --runs-dir URL SQL --format csv``, in this process: its lines."""
-    from evalkit.cli import main
-
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as done:
-        main(["query", "--runs-dir", url, sql, "--format", "csv"])
-    assert done.value.code == 0
-    return capsys.readouterr().out.split()
