@@ -101,14 +101,16 @@ def bundled(workdir: Path) -> dict[str, Labelled]:
 
 def frank() -> dict[str, Labelled]:
     """FRANK: a summary has a factual error (human: some sentence not error-free) by FactCC
-    and by QAGS below 0.5; and the mean share of erroneous sentences by 1 - QAGS."""
+    and by QAGS below 0.5; and the mean share of erroneous sentences by 1 - QAGS. FactCC's
+    value is the share of sentences it finds in error: PPI++ and IPW predict with it,
+    Rogan–Gladen (which needs a 0/1 verdict) and the strata use its verdict, any error."""
     rows = [json.loads(line) for line in FRANK.read_text().splitlines()]
     err = np.array([1.0 - r["Factuality"] for r in rows])
     y = (err > 0).astype(float)
     factcc = 1.0 - np.array([float(r["FactCC"]) for r in rows])
     qags = 1.0 - np.array([float(r["QAGS"]) for r in rows])
     qv = (qags > 0.5).astype(float)
-    return {"frank/factcc": Labelled(y, factcc, factcc, factcc),
+    return {"frank/factcc": Labelled(y, factcc, factcc, (factcc > 0).astype(float)),
             "frank/qags": Labelled(y, qv, qags, qv),
             "frank/qags-mean": Labelled(err, qags, qags, qv)}
 
@@ -146,8 +148,9 @@ def coverage(data: Labelled, draws: int, share: float, population: str,
                     "ht_active": ipw_mean(f_r, a_idx, y_r[a_idx], a_pi, None, c,
                                           use_judge=False, finite=finite),
                     "judge": judge_mean(f_r, c, n_boot=200)}
-            if data.binary:
-                ests["rogan_gladen"] = rogan_gladen(f_r, y_r[idx], f_r[idx], c)
+            if data.binary:  # on the judge's 0/1 verdict, as the metric does
+                v_r = data.verdict[run]
+                ests["rogan_gladen"] = rogan_gladen(v_r, y_r[idx], v_r[idx], c, finite=finite)
             for m, e in ests.items():
                 if m not in METHODS or e.value is None or e.low is None:
                     continue
