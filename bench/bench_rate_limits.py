@@ -15,8 +15,9 @@ as OpenAI's and Anthropic's):
 - requests a second lowered mid-run (60, then 30 after 200 calls);
 - no limit at all, the reference of the next kind (ideal: the calls in rounds of
   ``concurrency``);
-- no limit, 5% of requests refused at random whatever the load (a 429 with no header): its
-  ideal is the judge stage without a limit measured just before.
+- no limit, 5% of requests refused at random whatever the load (a 429 with no header; then
+  with ``retry-after-ms: 200``): its ideal is the judge stage without a limit measured just
+  before.
 
 Goals: every judgment ok, wall within 1.10x of the ideal, at most 0.25 refused requests per
 judgment. For calls in flight the ideal assumes the server's 200 ms; the calls take longer on a
@@ -54,6 +55,8 @@ KINDS: dict[str, dict] = {
     "requests/s lowered mid-run": {"rps": 60.0, "then": [200, {"rps": 30.0}]},
     "no limit": {},
     "5% shed at random, no limit": {"shed": 0.05, "retry_after": False},
+    "5% shed + 200 ms, no limit": {"shed": 0.05, "retry_after": False,
+                                   "shed_retry_after_s": 0.2},
 }
 
 

@@ -10,16 +10,19 @@ judge engine, the Langfuse client) and, through a state file, by a sweep's proce
   was refused, so a limit raised mid-run is found in seconds.
 - **Calls in flight**. Refusals of calls sent with more calls in flight than (nearly: the top
   5%, a call overtaking one sent before it, aside) any accepted call had lately, three times
-  as many as were accepted up there, say the limit is on calls in flight, not on their rate:
-  the window closes to the most accepted, and reopens one call a second.
+  as many as were accepted up there and hardly any refused with fewer, say the limit is on
+  calls in flight, not on their rate: the window closes to the most accepted, and reopens
+  one call a second; a refusal of the reopened call, or refusals too many for noise under
+  the window, take it one lower (once a round trip).
 - **Noise**. A provider may shed a few percent of requests at random, whatever the load. While
   at most 15% of the last 100 answers were refusals, a refusal is taken for that: it cuts
-  nothing (it only holds the growth of a pace back), so 5% shed at random costs 5% retries,
-  not a crawl. A limit overshot refuses far more than that, at once.
+  nothing (it only holds the growth of a pace back), and its ``Retry-After`` holds the
+  refused call alone (``refused`` returns False), not the endpoint, so 5% shed at random
+  costs 5% retries, not a crawl. A limit overshot refuses far more than that, at once.
 - **Pauses**. A ``Retry-After`` (or ``retry-after-ms``) pauses the whole endpoint, every
-  caller, until then; rate-limit headers (``x-ratelimit-remaining-*``, ``-reset-*``, and
-  Anthropic's) pause it before it refuses when a quota is spent and pace it at the quota's
-  refill rate when it runs low.
+  caller, until then (but for noise, above, once 40 answers are on record); rate-limit
+  headers (``x-ratelimit-remaining-*``, ``-reset-*``, and Anthropic's) pause it before it
+  refuses when a quota is spent and pace it at the quota's refill rate when it runs low.
 
 In a sweep (``shared``: the endpoint's state file, evalkit/judges/llm/_sharedlimit.py) the
 rate, its pace slots and the pauses belong to the endpoint, not to one process: a refusal seen
@@ -242,8 +245,11 @@ class AdaptiveLimit:
             self._wake()
 
     def refused(self, ticket: Ticket, overload: bool, retry_after: float | None,
-                quotas: dict[str, Quota] | None = None) -> None:
-        """The endpoint said "slow down": a 429 (``overload`` False) or an overload."""
+                quotas: dict[str, Quota] | None = None) -> bool:
+        """The endpoint said "slow down": a 429 (``overload`` False) or an overload. True
+        when it paused the endpoint for ``retry_after``; False when the refusal passed for
+        noise (see NOISE: a few percent shed at random, each with its Retry-After, would
+        otherwise pause the endpoint all the time): then the refused call waits it alone."""
         now = time.monotonic()
         self._done()
         if overload:
@@ -252,8 +258,11 @@ class AdaptiveLimit:
             self.refusals += 1
         self._outcome(True)
         self._levels.count_refused(ticket.in_flight)
-        if retry_after is not None and retry_after > 0:
+        paused = False
+        if retry_after is not None and retry_after > 0 and not (
+                self.adaptive and len(self._recent) >= _MIN_N and self.noise()):
             self.pause(now + retry_after, now)
+            paused = True
         if quotas:
             self.learn(quotas, now)
         try:
@@ -261,6 +270,7 @@ class AdaptiveLimit:
         finally:
             if self.shared is not None:
                 self._push(now)
+        return paused
 
     def _react(self, ticket: Ticket, now: float) -> None:
         # one cut per round trip: the calls sent within one of the last cut went before

@@ -181,6 +181,7 @@ class LangfuseClient:
         slowed_since: float | None = None  # the first "slow down": the budget runs from it
         while True:
             wait: float | None = None
+            after: float | None = None  # a Retry-After this request waits alone
             try:
                 async with self._semaphore:
                     ticket = self.limits.try_acquire() or await self.limits.acquire()
@@ -199,9 +200,11 @@ class LangfuseClient:
                         self.limits.ok(ticket, rate_limit_quotas(resp_headers))
                     elif slow:
                         after = retry_after_seconds(resp_headers)
-                        self.limits.refused(ticket, status != 429, None if after is None
-                                            else min(after, _MAX_BACKOFF_S),
-                                            rate_limit_quotas(resp_headers))
+                        after = None if after is None else min(after, _MAX_BACKOFF_S)
+                        if self.limits.refused(ticket, status != 429, after,
+                                               rate_limit_quotas(resp_headers)):
+                            after = None  # the endpoint is paused: every request waits
+
                     else:
                         self.limits.failed(ticket)
             except aiohttp.InvalidURL as exc:
@@ -237,6 +240,8 @@ class LangfuseClient:
                                           f"last: {problem}")
                     # "slow down": the limits paced or paused every caller; not a failure
                     self.stats.retries += 1
+                    if after:  # a refusal taken for noise: this request waits alone
+                        await asyncio.sleep(after)
                     continue
                 wait = retry_after_seconds(resp_headers)
             if attempt >= self.max_retries:

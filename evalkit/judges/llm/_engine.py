@@ -282,6 +282,8 @@ class Engine:
                     slowed += 1
                     if not self.adaptive and exc.retry_after is None:
                         await asyncio.sleep(self._delay(slowed, None, policy))
+                    elif exc.wait_alone:  # its Retry-After, the endpoint not paused for it
+                        await asyncio.sleep(exc.wait_alone + random.uniform(0, 0.01))
                     continue
                 transient += 1
                 if not exc.retryable or exc.slow_down or transient > policy.max_retries:
@@ -443,7 +445,8 @@ class Engine:
             if exc.slow_down:
                 retry_after = None if exc.retry_after is None else \
                     min(exc.retry_after, policy.max_backoff_s)
-                limit.refused(ticket, exc.status != 429, retry_after, exc.quotas)
+                if not limit.refused(ticket, exc.status != 429, retry_after, exc.quotas):
+                    exc.wait_alone = retry_after  # (a refusal taken for noise)
             else:
                 limit.failed(ticket)
             raise

@@ -81,6 +81,7 @@ class CallError(Exception):
         self.retryable = retryable
         self.cause = cause or status_cause(status)
         self.quotas = quotas
+        self.wait_alone: float | None = None  # a Retry-After this call waits alone
 
     @property
     def slow_down(self) -> bool:

@@ -5,7 +5,9 @@ seconds of it, as OpenAI's and Anthropic's limits are (their reset header: the t
 the bucket is full again). Over a limit it answers 429, with ``retry-after-ms`` (and
 ``Retry-After``, whole seconds) saying when the bucket holds enough, and, when ``headers``,
 OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` on every answer. The
-limits can change mid-run (``set``)."""
+limits can change mid-run (``set``). ``shed`` refuses that share of requests at random,
+whatever the load: a 429 with no header, as an overloaded gateway sends, or saying to come
+back after ``shed_retry_after_s``."""
 
 from __future__ import annotations
 
@@ -54,9 +56,11 @@ class ProviderLimits:
     def __init__(self, server: FakeLLMServer, rps: float | None = None,
                  tokens_per_s: float | None = None, in_flight: int | None = None,
                  headers: bool = False, retry_after: bool = True, burst_s: float = 1.0,
-                 shed: float = 0.0, seed: int = 0) -> None:
+                 shed: float = 0.0, seed: int = 0,
+                 shed_retry_after_s: float | None = None) -> None:
         self.server = server
         self.shed = shed
+        self.shed_retry_after_s = shed_retry_after_s
         self._random = random.Random(seed)
         self.headers = headers
         self.retry_after = retry_after
@@ -104,6 +108,8 @@ class ProviderLimits:
                 if self.retry_after and wait > 0:
                     headers["retry-after-ms"] = str(math.ceil(wait * 1000))
                     headers["retry-after"] = str(math.ceil(wait))
+                elif shed and self.shed_retry_after_s is not None:
+                    headers["retry-after-ms"] = str(math.ceil(self.shed_retry_after_s * 1000))
                 return Reply(status=429, delay=0.0, headers=headers, body='{"error": '
                              '{"message": "Rate limit reached", "type": "requests"}}')
             for bucket, amount in ((self.requests, 1.0), (self.tokens, cost)):

@@ -97,6 +97,19 @@ def test_a_few_429s_at_random_do_not_slow_an_endpoint_without_a_limit(ctx, fake_
     assert fake_llm.max_in_flight == 16
 
 
+def test_a_retry_after_of_a_429_at_random_holds_the_call_not_the_endpoint(ctx, fake_llm):
+    """Shed at random, each with "come back in 0.5 s": the refused call waits that long,
+    the other calls go on (before: each paused the whole endpoint, 20 of them 10 s)."""
+    fake_llm.latency = 0.01
+    limits = ProviderLimits(fake_llm, shed=0.05, seed=3, shed_retry_after_s=0.5)
+    t0 = time.perf_counter()
+    rows, stats = _run(ctx, fake_llm, limits, 400, concurrency=16)
+    _all_ok(rows)
+    assert limits.refused >= 5
+    # (a refusal among the first 40 answers still pauses it: too early to call it noise)
+    assert stats["paused_s"] <= 1.0 and time.perf_counter() - t0 < 6.0
+
+
 def test_a_refusal_above_the_most_ever_accepted_in_flight_closes_the_window():
     from evalkit._adaptive import AdaptiveLimit
 
