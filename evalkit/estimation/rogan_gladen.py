@@ -23,7 +23,7 @@ from those ``n`` records without replacement, so::
 from instead: ``p`` adjusted by z^2/2 on each side and ``p(1-p)/n`` added inside the
 brackets, without the ``1 - m/n``. Either is conservative when few labels fall in a class
 (the adjustment pulls ``q0 + q1`` toward 1, and the variance divides by its square): on 30
-labels of BEGIN it covers 0.95-0.99 at 90%; on 225 of FRANK 0.91-0.92.
+labels of BEGIN it covers 0.95-0.99 at 90%; on 225 of FRANK 0.91-0.93.
 
 The interval is clipped to [0, 1]. It is refused when a class has fewer than
 ``min_per_class`` labels or the judge is not shown better than chance: Youden's
