@@ -5,9 +5,10 @@ judge engine, the Langfuse client) and, through a state file, by a sweep's proce
 - **Rate** (calls a second). Unpaced until the endpoint first refuses (429, or an overload:
   529, a 503 with ``Retry-After``). A refusal sets the rate a little under what the endpoint
   accepted over the last second (never below half the rate it cuts); one cut per round trip
-  (the calls sent within one of the last cut knew nothing of it). Each success grows the rate
-  again: slowly for ``PLATEAU_S`` near the rate refused last, then faster the longer no call
-  was refused, so a limit raised mid-run is found in seconds.
+  (the calls sent within one of the last cut knew nothing of it); no more cuts once a run of
+  refusals quartered it with no fewer refused (not the pace's doing). Each success grows the
+  rate again: slowly for ``PLATEAU_S`` near the rate refused last, then faster the longer no
+  call was refused, so a limit raised mid-run is found in seconds.
 - **Calls in flight**. Refusals of calls sent with more calls in flight than (nearly: the top
   5%, a call overtaking one sent before it, aside) any accepted call had lately, three times
   as many as were accepted up there and hardly any refused with fewer, say the limit is on
@@ -122,6 +123,8 @@ class AdaptiveLimit:
         self._tried = 0  # calls sent (until the first refusal)
         self._oks = 0
         self._refused_rate = 0.0  # the rate at the last cut
+        self._episode = (math.inf, 0.0)  # the rate and share refused at an episode's first cut
+        self._congested_at = -math.inf  # the last refusal too many for noise
         self._latency: float | None = None  # seconds an answered call takes (moving average)
         self._tokens_per_call: float | None = None
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -228,7 +231,9 @@ class AdaptiveLimit:
             self.rate *= 1 + growth * min(now - self._grown_at, 1.0)
             # while another limit binds (the window, the caller's), the pace would run away
             accepted = self.accepted_rate(now)
-            if accepted is not None and quiet > 1.0 and self.shared is None:
+            # (not while refusals come: few answered then says nothing of the demand)
+            if accepted is not None and quiet > 1.0 and self.shared is None and \
+                    now - self._refused_at > 1.0:
                 self.rate = min(self.rate, max(2 * accepted, MIN_RATE))
             # (in a sweep, at least: no more than twice what the window lets through)
             self.rate = min(self.rate, 2 * self.window / max(self._latency or 0.0, 0.001))
@@ -290,6 +295,16 @@ class AdaptiveLimit:
         if self._found_in_flight_limit(now):
             return
         if self.noise():
+            return
+        share = self._recent_refused / max(len(self._recent), 1)
+        if now - self._congested_at > PLATEAU_S:  # the first of an episode of refusals
+            self._episode = (self.rate if self.rate is not None else
+                             self.accepted_rate(now) or math.inf, share)
+        self._congested_at = now
+        if self.rate is not None and self.rate <= 0.25 * self._episode[0] and \
+                share >= self._episode[1]:
+            # the pace quartered and no fewer refused: not the pace's doing (the last calls
+            # of a run, each refused a few times, have no others to share the count with)
             return
         self._cut_at = now
         accepted = self.accepted_rate(now)
@@ -499,7 +514,7 @@ class _Levels:
     this period and the one before (``rotate``); the top level holds every count above."""
 
     def __init__(self, ceiling: int) -> None:
-        self.top = max(ceiling, 1) + 1
+        self.top = min(max(ceiling, 1), 1024) + 1  # (its scans stay short at any ceiling)
         self.ok = [0] * (self.top + 1)
         self.refused = [0] * (self.top + 1)
         self._ok_before = [0] * (self.top + 1)

@@ -30,8 +30,9 @@ SKIPPED = 40  # failed calls (level ERROR) the pipeline_failure filter sets asid
 # plan refuses (at most 8 times, Retry-After 50 ms) fits the budget, so none may end
 # rate_limited (a budget running out is tests/judges/llm/test_llm_rate_limits.py's). The
 # plan's 429s come at random, not over a rate: the adaptive controller (benchmarked against
-# real limits in bench/bench_rate_limits.py) is off, as it would pace this endpoint down to
-# one call in flight (measured: 2 calls/s, 231 s for 1,200 records); the pauses stay.
+# real limits in bench/bench_rate_limits.py) is off, so that each 429 pauses the endpoint
+# for its Retry-After. (On, it takes most for noise: 5,000 records in 43.4 s, the same
+# judgments as off; before it told random refusals from a limit: 231 s for 1,200.)
 SETTINGS = {"concurrency": 32, "timeout_s": 1.5, "max_retries": 3, "backoff_s": 0.01,
             "max_backoff_s": 0.1, "parse_retries": 1, "rate_limit_budget_s": 60,
             "adaptive": "false"}
