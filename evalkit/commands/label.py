@@ -86,7 +86,15 @@ def _sample(args: argparse.Namespace, runs_dir: Path) -> int:
     sample_id = drawn.table.column("sample_id")[0].as_py() if n else "(empty)"
     print(f"drew {n} of {drawn.population} records ({args.design}, seed {args.seed}): "
           f"sample {sample_id} in {drawn.path}")
-    widths = expected_half_widths(args.budget, drawn.population, drawn.judge_rate)
+    planned = args.budget
+    if drawn.effective_n is not None:
+        # unequal weights cost part of the budget: plan on what is left
+        planned = max(2, int(drawn.effective_n))
+        print(f"active (tau {drawn.tau:.2f}: that share of the budget spread evenly, the "
+              "rest where the judge is least certain): effective sample size "
+              f"{drawn.effective_n:.1f} of {args.budget} (Kish's N²/Σ1/π), which the "
+              "half-widths below assume")
+    widths = expected_half_widths(planned, drawn.population, drawn.judge_rate)
     print(f"expected 95% half-width of the corrected rate near {drawn.judge_rate:.3g}: "
           + ", ".join(f"±{w:.3f} at judge–human correlation {rho:g}"
                       for rho, w in widths.items()) + " (0: labels alone)")

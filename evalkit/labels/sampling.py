@@ -43,6 +43,10 @@ class Drawn:
     population: int
     judge_rate: float  # the judge's mean score over the population
     path: Path | None = None
+    # active only: the share of the budget spread evenly, and Kish's effective sample size
+    # N^2 / sum(1/pi) of the design (the budget for a simple random sample)
+    tau: float | None = None
+    effective_n: float | None = None
 
 
 def population(run_dir: Path, judge: str, by: str | None = None,
@@ -112,6 +116,9 @@ def draw_sample(run_dir: Path, runs_dir: Path, judge: str, budget: int, design: 
         "population": [big_n] * n, "seed": [seed] * n}, schema=SAMPLES)
     drawn = Drawn(table, big_n, float(np.mean(pop["verdict"] if threshold is not None
                                               or _binary(pop["score"]) else pop["score"])))
+    if design == "active":
+        pi_all, drawn.tau = _active_probabilities(pop["score"], budget)
+        drawn.effective_n = big_n ** 2 / float(np.sum(1 / pi_all))
     if write:
         drawn.path = write_sample(runs_dir, table)
     return drawn
@@ -132,7 +139,7 @@ def draw_indices(design: str, score: np.ndarray, budget: int, rng: np.random.Gen
         if keys is None:
             raise ValueError("a stratified draw needs each record's stratum (keys)")
         return _stratified(keys, score, budget, rng)
-    pi = _active_probabilities(score, budget)
+    pi, _ = _active_probabilities(score, budget)
     idx = np.flatnonzero(rng.random(big_n) < pi)
     return idx, pi[idx], None
 
@@ -201,7 +208,7 @@ MIN_UNIFORM = 0.5
 MIN_EFFECTIVE_SHARE = 0.8
 
 
-def _active_probabilities(score: np.ndarray, budget: int) -> np.ndarray:
+def _active_probabilities(score: np.ndarray, budget: int) -> tuple[np.ndarray, float]:
     """``pi = n * (tau / N + (1 - tau) * u)``, ``u`` proportional to ``sqrt(s(1-s))``: the
     uncertainty rule mixed with the uniform one (Zrnic and Candès, "Active statistical
     inference", ICML 2024, who mix the two so the weights stay bounded). ``tau`` is the
@@ -211,7 +218,7 @@ def _active_probabilities(score: np.ndarray, budget: int) -> np.ndarray:
     at the floor ``n/(2N)`` with a fixed ``tau = 0.5``, an effective size of 0.62 n, weights
     so uneven that the interval's variance rested on ~3.5 degrees of freedom and covered
     0.82 at 90%. Capped at 1, the excess handed to the others, so the expected sample
-    size is ``budget``."""
+    size is ``budget``. Returns the probabilities and ``tau``."""
     big_n = len(score)
     s = np.clip(score, 0, 1) if np.all((score >= 0) & (score <= 1)) else \
         (score - score.min()) / (np.ptp(score) or 1)
@@ -221,7 +228,7 @@ def _active_probabilities(score: np.ndarray, budget: int) -> np.ndarray:
         pi = _capped(budget * (tau / big_n + (1 - tau) * u))
         if big_n ** 2 / float(np.sum(1 / pi)) >= MIN_EFFECTIVE_SHARE * budget:
             break
-    return pi
+    return pi, float(tau)
 
 
 def _capped(pi: np.ndarray) -> np.ndarray:

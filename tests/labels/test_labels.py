@@ -239,6 +239,15 @@ def test_declared_column_labels_and_the_cli(runs, capsys):
               "--runs-dir", str(runs.root)])
     assert done.value.code == 2
     assert "judge 'nope' left no judgment" in capsys.readouterr().err
+    # an active draw's unequal weights cost part of the budget: it says how much, and
+    # plans the half-width on the effective size that is left (Kish's N^2 / sum(1/pi))
+    with pytest.raises(SystemExit) as done:
+        main(["label", "sample", str(runs.run_dir), "--judge", "j", "--budget", "40",
+              "--design", "active", "--seed", "2", "--runs-dir", str(runs.root)])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    ess = float(out.split("effective sample size ")[1].split(" ")[0])
+    assert 0.8 * 40 <= ess <= 40 and "active (tau 0." in out
 
 
 def test_labels_a_source_carries_are_declared_census_or_validation(runs, capsys):
