@@ -261,12 +261,13 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         if hidden:
             console.print(f"[dim]{hidden} per-slice rows not shown (runner.summary_slices=true,"
                           " or query the metrics table)[/]")
+    # (wrapped at the console's width, as the table is: a reason can run to 200 characters)
     for line in corrected_lines(all_rows):
-        console.print(escape(line), soft_wrap=True)
+        console.print(escape(line))
     missing = [r for r in rows if r["value"] is None]
     for r in missing[:8]:
         console.print(f"[yellow]no value[/] {escape(r['metric'])} \\[{escape(r['slice'])}]: "
-                      f"{escape(why_no_value(r.get('details')))}", soft_wrap=True)
+                      f"{escape(why_no_value(r.get('details')))}")
     if len(missing) > 8:
         console.print(f"[dim]… and {len(missing) - 8} more metrics with no value (their "
                       "reason is in metrics.details)[/]")
