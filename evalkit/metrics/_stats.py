@@ -95,6 +95,9 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
       multinomial counts of the distinct levels when there are few (flags, Likert scores:
       O(``n_boot`` × levels)), else rows of indices into the sorted values
       (:func:`resample_indices`);
+    - where more than a tail's share of the resamples have no spread (n = 2 or 3, few
+      levels), Student's t interval (``"t"``, mean ± t₁₋α/₂,ₙ₋₁·s/√n): the bootstrap-t
+      cannot place its quantiles there, and collapsed to the mean at n = 2;
     - above 20,000 values with many levels, the normal interval the bootstrap converges to
       (``"normal"``, mean ± z·s/√n).
 
@@ -133,11 +136,18 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
 
         half = NormalDist().inv_cdf(1 - alpha) * sd / np.sqrt(n)
         return mean - half, mean + half, "normal"
+    se = sd / np.sqrt(n)
+    if np.count_nonzero(np.isnan(t)) > alpha * len(t):
+        # more resamples without spread than a tail holds: the t* distribution cannot place
+        # its quantiles (at n = 2 every defined t* is 0, and the interval was the mean alone)
+        from evalkit.metrics._intervals import t_quantile
+
+        half = t_quantile(1 - alpha, n - 1) * se
+        return mean - half, mean + half, "t"
     t = t[~np.isnan(t)]
     t_lo, t_hi = percentile_interval(t, alpha)
     if t_lo is None or t_hi is None:
         return None, None, None
-    se = sd / np.sqrt(n)
     # a bound is mean − t*·se: its Monte-Carlo error is se times that of the t quantile
     errors = [e for q in (alpha, 1 - alpha) if (e := quantile_mc_error(t, q)) is not None]
     return Bounds((mean - t_hi * se, mean - t_lo * se, "bootstrap-t"),

@@ -182,3 +182,16 @@ def test_a_mean_without_an_interval_says_why():
     same = mean_row([0.4] * 5)
     assert same["ci_low"] is None and "no spread" in same["details"]["ci_open"]
     assert mean_row([0.0, 1.0])["details"]["ci_method"] == "wilson"
+
+
+@pytest.mark.parametrize("values", [[1.0, 3.0], [0.2, 0.5, 0.9], [2.0, 2.0, 7.5]])
+def test_a_mean_of_too_few_values_for_the_bootstrap_t_gets_students_interval(values):
+    """At n = 2 every resample with a spread has t = 0, so the bootstrap-t collapsed to the
+    mean ([2, 2] for 1 and 3). Where too many resamples have no spread, Student's t interval
+    (scipy's oracle) is the interval."""
+    from evalkit.metrics._stats import mean_ci
+
+    lo, hi, method = mean_ci(np.array(values), n_boot=1000)
+    ref = st.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=st.sem(values))
+    assert method == "t"
+    assert (lo, hi) == pytest.approx(ref, rel=1e-9)

@@ -27,7 +27,7 @@ def test_zero_and_one_in_few_records_keep_a_width() -> None:
     lo, hi, _ = mean_ci(np.ones(3))
     assert hi == 1.0 and lo == pytest.approx(0.4385, abs=1e-4)
     # values that are not 0/1 keep the bootstrap
-    assert mean_ci(np.array([0.2, 0.4, 0.9]))[2] == "bootstrap-t"
+    assert mean_ci(np.array([0.2, 0.4, 0.9, 0.7]))[2] == "bootstrap-t"
 
 
 def test_a_filtered_rate_of_none_flagged_has_an_honest_interval() -> None:
