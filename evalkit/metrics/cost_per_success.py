@@ -39,7 +39,7 @@ class CostPerSuccessMetric(Metric):
     """Row ``<name>`` per slice, in the cost column's currency (USD). The success count comes
     from the included records' outcomes (as ``task_completion``); the cost from every record
     (``include_excluded_cost``). Records without a cost are counted in ``details`` and make
-    the value a lower bound. ``ci_high`` is null (open, said in ``details.ci_open``) when
+    the value a lower bound; when no record has one, the value is null (unknown, not 0). ``ci_high`` is null (open, said in ``details.ci_open``) when
     more than the interval's tail of resamples hold no success."""
 
     Config = CostPerSuccessConfig
@@ -95,7 +95,13 @@ class CostPerSuccessMetric(Metric):
                 details["unscored_reasons"] = unusable
             value: float | None
             undefined = None
-            if n_success:
+            n_counted = int(counted[idx].sum())
+            if n_counted and missing == n_counted:
+                # an unknown price is not a price of 0 (0 [0, 0] was printed)
+                value = None
+                undefined = (f"no record in this slice has a cost ({missing} without one): "
+                             "the cost is unknown, not 0")
+            elif n_success:
                 value = total / n_success
             else:
                 value = None

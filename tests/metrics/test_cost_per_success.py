@@ -70,3 +70,17 @@ def test_unknown_outcomes_are_unscored():
                {"record_id": "2", "outcome": "maybe", "cost_usd": 1.0}]
     row = run(connect(records))
     assert row["n_unscored"] == 1 and row["n_judged"] == 1 and row["value"] == 2.0
+
+
+@pytest.mark.parametrize("judge_cost", [False, True])
+def test_no_known_cost_is_null_with_the_reason_not_zero(judge_cost):
+    """Every record's cost unknown (null) is not a cost of 0: it printed 0 [0, 0]. Zero
+    costs, known, stay 0."""
+    records = [{"record_id": str(i), "outcome": "success" if i % 2 else "failure",
+                "cost_usd": None} for i in range(4)]
+    row = run(connect(records), judge_cost=judge_cost)
+    assert row["value"] is None and row["ci_low"] is None and row["ci_high"] is None
+    assert "no record in this slice has a cost" in row["details"]["undefined"]
+    assert row["n_attempted"] == row["n_excluded"] + row["n_judged"] + row["n_unscored"]
+    known = run(connect([{**r, "cost_usd": 0.0} for r in records]))
+    assert known["value"] == 0.0
