@@ -126,7 +126,11 @@ def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
 
 
 def is_messages(value: Any) -> bool:
-    """Whether ``value`` is a list of chat messages (objects with a role and content)."""
+    """Whether ``value`` is a list of chat messages (objects with a role and content), or a
+    list that holds one such list (LangChain's batch of one conversation, as the sources
+    read it)."""
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+        value = value[0]
     return isinstance(value, list) and bool(value) and all(
         isinstance(m, dict) and "role" in m and ("content" in m or "parts" in m)
         for m in value)
@@ -273,6 +277,12 @@ _ROLES = (
           ("expected", "expected_output", "expected_answer", "reference", "reference_answer",
            "ground_truth", "gold", "gold_answer", "target", "ideal", "correct_answer",
            "golden_answer", "label_text"), ("expected", "reference", "gold", "truth")),
+    # the passages a RAG answer was given (Ragas' retrieved_contexts, DeepEval's
+    # retrieval_context): a list of texts, or one text
+    _Role("context", ("list", "text"),
+          ("context", "contexts", "retrieved_contexts", "retrieval_context",
+           "retrieved_context", "retrieved_passages", "passages", "retrieved_documents"),
+          ("contexts", "passages", "retrieved")),
     _Role("input", ("messages", "text"),
           ("input", "prompt", "question", "query", "messages", "instruction", "user_input",
            "user_message", "inputs", "raw_prompt", "question_text"),
@@ -294,9 +304,9 @@ _ROLES = (
 
 
 # the order the proposal is printed in
-SHOWN = ("record_id", "input", "output", "reference", "model", "level", "status_message",
-          "latency_s", "cost_usd", "input_tokens", "output_tokens", "user_action", "timestamp",
-          "trace_id", "session_id")
+SHOWN = ("record_id", "input", "output", "reference", "context", "model", "level",
+         "status_message", "latency_s", "cost_usd", "input_tokens", "output_tokens",
+         "user_action", "timestamp", "trace_id", "session_id")
 
 
 def _score(role: _Role, path: str, st: _Stat, n_rows: int) -> tuple[float, bool] | None:
@@ -456,6 +466,17 @@ def _notes(stats: dict[str, _Stat], proposals: dict[str, Proposal]) -> list[str]
             notes.append(f"not mapped: latency_s: the rows have a start ({start[0]}) and an end "
                          f"({end[0]}) but no duration, and fields do not subtract; add a "
                          "duration to the file, or leave latency out")
+    # the columns most metrics read, said when absent (not only left out of the mapping)
+    said = {n.split(":")[1].strip() for n in notes if n.startswith("not mapped:")}
+    lacking = [c for c in ("input", "reference", "model", "latency_s", "cost_usd")
+               if c not in proposals and c not in said]
+    if lacking:
+        why = ""
+        if "input" in lacking and "custom_id" in stats:
+            why = ("; an OpenAI Batch output holds no prompt: it is in the batch's input file, "
+                   "matched by custom_id")
+        notes.append(f"not found in the sampled rows: {', '.join(lacking)} (the metrics that "
+                     f"read them are left out; give one with --field COLUMN=PATH){why}")
     return notes
 
 
@@ -476,6 +497,9 @@ def _proposal(column: str, path: str, st: _Stat, sure: bool) -> Proposal | None:
         action = _action_map(st, path)
         return None if action is None else \
             Proposal(column, path, st.example, True, value_map=action)
+    if column == "context" and isinstance(st.example, list) and \
+            not all(isinstance(v, str) for v in st.example):
+        return None  # passages are texts; a list of objects is something else
     return Proposal(column, path, st.example, not sure)
 
 
@@ -520,6 +544,8 @@ def _no_output(stats: dict[str, _Stat]) -> str:
 def describe(value: Any, width: int = 48) -> str:
     """``value`` as one short line for the printed proposal."""
     if isinstance(value, list) and is_messages(value):
+        if len(value) == 1 and isinstance(value[0], list):  # a batch of one conversation
+            value = value[0]
         roles = ", ".join(str(m.get("role")) for m in value[:4])
         text = f"[{len(value)} messages: {roles}{', …' if len(value) > 4 else ''}]"
     else:

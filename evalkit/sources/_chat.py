@@ -18,8 +18,9 @@ _ASSISTANT = ("assistant", "model", "ai")
 
 
 def messages_of(value: Any) -> list[dict[str, Any]] | None:
-    """``value`` as a list of messages (objects with a ``role``; JSON text is parsed), else
-    None: a value that is not chat-shaped stays as it is."""
+    """``value`` as a list of messages (objects with a ``role``; JSON text is parsed; a list
+    that holds one such list is that list), else None: a value that is not chat-shaped stays
+    as it is."""
     if isinstance(value, str):
         stripped = value.lstrip()
         if not stripped.startswith("["):
@@ -28,6 +29,8 @@ def messages_of(value: Any) -> list[dict[str, Any]] | None:
             value = orjson.loads(stripped)
         except orjson.JSONDecodeError:
             return None
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+        value = value[0]  # LangChain's batch of one conversation (LangSmith ``messages``)
     if isinstance(value, list) and value and \
             all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value):
         return value

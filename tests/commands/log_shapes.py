@@ -332,3 +332,80 @@ def openai_responses_log() -> list[dict[str, Any]]:
 
 
 NEW_SHAPES["openai_responses"] = ("responses.jsonl", jsonl(openai_responses_log()))
+
+
+def openai_batch_output() -> list[dict[str, Any]]:
+    """An OpenAI Batch API output file: each line a ``custom_id`` and the ``response`` (HTTP
+    status and the Chat Completions body), or ``response: null`` and an ``error`` for a
+    request that failed. It holds no prompt: that is in the batch's input file."""
+    rows = []
+    for i in range(N):
+        if _failed(i):
+            rows.append({"id": f"batch_req_{i:03d}", "custom_id": f"task-{i}", "response": None,
+                         "error": {"code": "server_error", "message": "upstream timeout"}})
+            continue
+        body = {"id": f"chatcmpl-{i}", "object": "chat.completion", "model": MODELS[i % 2],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": _answer(i)}}],
+                "usage": {"prompt_tokens": 30 + i, "completion_tokens": 12 + i,
+                          "total_tokens": 42 + 2 * i}}
+        rows.append({"id": f"batch_req_{i:03d}", "custom_id": f"task-{i}", "error": None,
+                     "response": {"status_code": 200, "request_id": f"r{i}", "body": body}})
+    return rows
+
+
+def langsmith_runs_csv() -> str:
+    """LangSmith runs exported to CSV: ``inputs``/``outputs`` as JSON text, an LLM run's
+    ``inputs.messages`` a batch of one conversation (a list in a list), ``error`` set on a
+    failed run, start and end times, no model column."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["id", "name", "run_type", "inputs", "outputs", "error", "start_time",
+                     "end_time", "total_tokens", "total_cost", "feedback_stats"])
+    for i in range(N):
+        messages = [[{"role": "system", "content": "Be brief."},
+                     {"role": "user", "content": _question(i)}]]
+        writer.writerow([f"1f0e{i:04d}-aaaa-4bbb-8ccc-000000000000", "ChatOpenAI", "llm",
+                         json.dumps({"messages": messages}),
+                         "" if _failed(i) else json.dumps({"output": _answer(i)}),
+                         "RateLimitError: 429" if _failed(i) else "",
+                         f"2026-11-01T10:00:{i:02d}.000000", f"2026-11-01T10:00:{i:02d}.800000",
+                         42 + 2 * i, f"{0.0002 * (i + 1):.6f}",
+                         json.dumps({"correctness": {"n": 1, "avg": 1.0}}) if i % 3 == 0 else ""])
+    return out.getvalue()
+
+
+def ragas_csv() -> str:
+    """A Ragas / DeepEval evaluation dataset: ``user_input``, ``response``, the
+    ``retrieved_contexts`` as a JSON list, ``reference``; no id, model or failure."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["user_input", "response", "retrieved_contexts", "reference"])
+    for i in range(N):
+        writer.writerow([_question(i), _answer(i) if i % 3 else "I don't know.",
+                         json.dumps([f"Keys of project {i} rotate under Settings.", "Billing."]),
+                         _answer(i)])
+    return out.getvalue()
+
+
+def helicone_log() -> list[dict[str, Any]]:
+    """A Helicone / Portkey-style request log: ``request.body.messages``, ``response.body``,
+    the latency in milliseconds as a string, ``status`` the HTTP code."""
+    return [{"request": {"id": f"hl-{i}", "created_at": f"2026-11-01T10:00:{i:02d}Z",
+                         "body": {"model": MODELS[i % 2], "messages": [
+                             {"role": "system", "content": "Be brief."},
+                             {"role": "user", "content": _question(i)}]}},
+             "response": {"status": 500 if _failed(i) else 200, "body": {
+                 "error": {"message": "Internal error"}} if _failed(i) else {
+                 "model": MODELS[i % 2],
+                 "choices": [{"message": {"role": "assistant", "content": _answer(i)}}],
+                 "usage": {"prompt_tokens": 30 + i, "completion_tokens": 12 + i}}},
+             "latency": str(_latency_ms(i)), "status": 500 if _failed(i) else 200,
+             "cost": 0.0002 * (i + 1), "model": MODELS[i % 2]} for i in range(N)]
+
+
+# shapes no test had before the third round of checks
+NEW_SHAPES.update({"openai_batch": ("batch_output.jsonl", jsonl(openai_batch_output())),
+                   "langsmith_csv": ("langsmith_runs.csv", langsmith_runs_csv()),
+                   "ragas_csv": ("ragas_eval.csv", ragas_csv()),
+                   "helicone": ("helicone.jsonl", jsonl(helicone_log()))})

@@ -94,9 +94,26 @@ EXPECTED = {
                          "output_tokens": "response.usage.output_tokens"},
     "thumbs_csv": {"record_id": None, "input": "prompt", "output": "completion",
                    "latency_s": "latency_ms", "model": None, "user_action": None},
+    # the third round: a Batch API output (no prompt in it; a failed line has no response),
+    # a LangSmith CSV (JSON text cells, a batch of one conversation), a RAG dataset with
+    # its retrieved passages, a gateway log with the latency as a string of milliseconds
+    "openai_batch": {"record_id": "id", "input": None,
+                     "output": "response.body.choices.0.message.content",
+                     "model": "response.body.model", "status_message": "error.message",
+                     "input_tokens": "response.body.usage.prompt_tokens", "latency_s": None},
+    "langsmith_csv": {"record_id": "id", "input": "inputs.messages", "output": "outputs.output",
+                      "status_message": "error", "cost_usd": "total_cost", "model": None,
+                      "latency_s": None},
+    "ragas_csv": {"record_id": None, "input": "user_input", "output": "response",
+                  "reference": "reference", "context": "retrieved_contexts", "model": None},
+    "helicone": {"record_id": "request.id", "input": "request.body.messages",
+                 "output": "response.body.choices.0.message.content", "model": "model",
+                 "level": "status", "status_message": "response.body.error.message",
+                 "latency_s": "latency", "cost_usd": "cost"},
 }
 SCALED = ("issue_chat_log", "openai", "promptfoo", "anthropic", "gateway", "anthropic_blocks",
-          "litellm", "thumbs_csv", "flattened_csv", "flattened_jsonl", "openai_responses")
+          "litellm", "thumbs_csv", "flattened_csv", "flattened_jsonl", "openai_responses",
+          "helicone")
 
 
 def _file(tmp_path: Path, shape: str) -> Path:
@@ -133,6 +150,22 @@ def test_what_cannot_be_mapped_is_said_with_the_reason(tmp_path):
     assert "check input: prompt holds Python's printout of a list or dict" in \
         io_text(propose(sample_rows(path)))
     assert "check" not in io_text(propose(sample_rows(_file(tmp_path, "flattened_csv"))))
+
+
+def test_a_column_the_rows_lack_is_said_in_one_line(tmp_path):
+    """A Batch API output holds no prompt and a LangSmith CSV no model: init says which
+    columns it found nowhere, on one line, and why a Batch output has no prompt."""
+    lines = io_text(propose(sample_rows(_file(tmp_path, "openai_batch")))).splitlines()
+    (line,) = [x for x in lines if x.startswith("not found")]
+    assert line.startswith("not found in the sampled rows: input, reference, latency_s, "
+                           "cost_usd ("), line
+    assert "custom_id" in line and "batch's input file" in line
+    assert "model" not in line
+    lines = io_text(propose(sample_rows(_file(tmp_path, "langsmith_csv")))).splitlines()
+    (line,) = [x for x in lines if x.startswith("not found")]
+    assert "model" in line and "latency_s" not in line  # latency has its own note
+    text = io_text(propose(sample_rows(_file(tmp_path, "issue_chat_log"))))
+    assert "not found in the sampled rows: reference (" in text
 
 
 def test_the_proposal_is_printed_with_examples_guesses_and_what_is_unmapped(tmp_path, capsys,
@@ -179,7 +212,11 @@ RUNS = {**{shape: (first, p50, N_FAILED, MODELS) for shape, (_, _, first, p50) i
         "thumbs_csv": (None, _P50, N_FAILED, ()),
         "flattened_csv": ("chat-000", _P50, N_FAILED, MODELS),
         "flattened_jsonl": ("chat-000", _P50, N_FAILED, MODELS),
-        "openai_responses": ("resp_0", _P50, N_FAILED, MODELS)}
+        "openai_responses": ("resp_0", _P50, N_FAILED, MODELS),
+        "openai_batch": ("batch_req_000", None, N_FAILED, MODELS),
+        "langsmith_csv": ("1f0e0000-aaaa-4bbb-8ccc-000000000000", None, N_FAILED, ()),
+        "ragas_csv": (None, None, 0, ()),
+        "helicone": ("hl-0", _P50, N_FAILED, MODELS)}
 
 
 def _check_run(run: evalkit.Run, shape: str) -> None:
@@ -189,11 +226,21 @@ def _check_run(run: evalkit.Run, shape: str) -> None:
     records = run.records.to_pylist()
     if first_id is not None:
         assert records[0]["record_id"] == first_id
-    # the first row's prompt and answer, as text (not a message list or a block list)
-    assert records[0]["input"].endswith(_question(0)), records[0]["input"]
-    assert records[0]["output"] == ("No idea." if shape == "promptfoo" else _answer(0))
+    # the first row's prompt and answer, as text (not a message list or a block list); a
+    # Batch output holds no prompt
+    if shape == "openai_batch":
+        assert records[0]["input"] is None
+    else:
+        assert records[0]["input"].endswith(_question(0)), records[0]["input"]
+    assert records[0]["output"] == ("No idea." if shape == "promptfoo" else
+                                    "I don't know." if shape == "ragas_csv" else _answer(0))
+    if shape == "ragas_csv":  # the retrieved passages, as a list
+        assert records[0]["context"] == ["Keys of project 0 rotate under Settings.",
+                                         "Billing."]
     metrics = {(r["metric"], r["slice"]): r for r in run.metrics.to_pylist()}
-    slices = {s for _, s in metrics if s.startswith("model=")}
+    # a failed Batch line has no response, so no model: its calls are the model=null slice
+    slices = {s for _, s in metrics if s.startswith("model=") and not (
+        shape == "openai_batch" and s == "model=null")}
     assert len(slices) == len(models) and all(any(m in s for s in slices) for m in models)
     if p50 is not None:
         assert metrics[("latency.p50", "all")]["value"] == pytest.approx(p50)
@@ -206,7 +253,8 @@ def _check_run(run: evalkit.Run, shape: str) -> None:
 @pytest.mark.parametrize("shape", ["openai", "langfuse", "langsmith", "promptfoo", "qa_csv",
                                    "anthropic", "gateway", "duration_csv", "anthropic_blocks",
                                    "litellm", "otel_genai", "thumbs_csv", "flattened_csv",
-                                   "flattened_jsonl", "openai_responses"])
+                                   "flattened_jsonl", "openai_responses", "openai_batch",
+                                   "langsmith_csv", "ragas_csv", "helicone"])
 def test_init_then_one_run_gives_correct_numbers(tmp_path, monkeypatch, shape):
     monkeypatch.chdir(tmp_path)
     name = _file(tmp_path, shape).name
