@@ -39,7 +39,8 @@ class CostPerSuccessMetric(Metric):
     """Row ``<name>`` per slice, in the cost column's currency (USD). The success count comes
     from the included records' outcomes (as ``task_completion``); the cost from every record
     (``include_excluded_cost``). Records without a cost are counted in ``details`` and make
-    the value a lower bound; when no record has one, the value is null (unknown, not 0). ``ci_high`` is null (open, said in ``details.ci_open``) when
+    the value a lower bound; when no record has one, the value is null (unknown, not 0).
+    ``ci_high`` is null (open, said in ``details.ci_open``) when
     more than the interval's tail of resamples hold no success."""
 
     Config = CostPerSuccessConfig
