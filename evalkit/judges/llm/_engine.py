@@ -156,6 +156,7 @@ class Engine:
         self._shared: SharedLimits | None = None
         self.adaptive = True
         self._limit: AdaptiveLimit | None = None
+        self.run_id = ""  # the run whose engines share this one's endpoint limit
 
     def constrain(self, concurrency: int, rpm: int | None, tpm: int | None,
                   adaptive: bool = True) -> None:
@@ -164,9 +165,9 @@ class Engine:
         self.concurrency = min(self.concurrency or concurrency, concurrency)
         self.adaptive = self.adaptive and adaptive
         if self._limit is not None:
-            self._limit.ceiling = self.concurrency
+            self._limit.ceiling = min(self._limit.ceiling, self.concurrency)
             self._limit.window = min(self._limit.window, self.concurrency)
-            self._limit.adaptive = self.adaptive
+            self._limit.adaptive = self._limit.adaptive and self.adaptive
         if rpm and (self.rpm is None or rpm / 60 < self.rpm.rate):
             self.rpm = TokenBucket(rpm)
         if tpm and (self.tpm is None or tpm / 60 < self.tpm.rate):
@@ -174,9 +175,17 @@ class Engine:
 
     @property
     def limit(self) -> AdaptiveLimit:
-        """The endpoint's adaptive rate and concurrency, below the configured ones."""
+        """The endpoint's adaptive rate and concurrency, below the configured ones: one per
+        model, endpoint and key, shared by its engines (the lean transport's and litellm's
+        calls spend one provider limit; a sweep's processes key it the same way)."""
         if self._limit is None:
-            self._limit = AdaptiveLimit(self.concurrency, self.adaptive)
+            ep = self.endpoint
+            same = [e._limit for (other, run_id), e in _ENGINES.items()
+                    if e._limit is not None and run_id == self.run_id and
+                    (other.model, other.api_base, other.key_env) ==
+                    (ep.model, ep.api_base, ep.key_env)]
+            self._limit = same[0] if same else AdaptiveLimit(self.concurrency, self.adaptive)
+            self.constrain(self.concurrency, None, None, self.adaptive)
         return self._limit
 
     def stats(self) -> dict[str, Any]:
@@ -490,5 +499,6 @@ def get_engine(endpoint: Endpoint, concurrency: int, rpm: int | None = None,
     engine = _ENGINES.get((endpoint, run_id))
     if engine is None:
         engine = _ENGINES[(endpoint, run_id)] = Engine(endpoint)
+        engine.run_id = run_id
     engine.constrain(concurrency, rpm, tpm, adaptive)
     return engine

@@ -272,3 +272,25 @@ def test_a_sweeps_processes_share_the_pause_the_rate_and_its_pace(tmp_path):
     assert b.rate is not None and b.paused_s > 0
     gaps = [later - earlier for earlier, later in zip(sent, sent[1:], strict=False)]
     assert min(gaps) >= 0.5 / b.rate  # paced, not a burst
+
+
+def test_both_transports_of_one_endpoint_share_its_limit(ctx, slow_llm):
+    """The lean transport and litellm calling one model at one endpoint are two engines but
+    one endpoint: a refusal either sees slows and pauses both, and the manifest's one entry
+    for them counts every refusal (not the last engine's)."""
+    limits = ProviderLimits(slow_llm, rps=150, burst_s=0.2)
+    slow_llm.plan = limits
+    lean = make(CorrectnessLlmJudge, ctx, slow_llm, name="lean", cache=False, concurrency=32)
+    lite = make(CorrectnessLlmJudge, ctx, slow_llm, name="lite", cache=False, concurrency=32,
+                transport="litellm")
+
+    async def both() -> list:
+        return await asyncio.gather(lean.ajudge(records(*ROWS[:120])),
+                                    lite.ajudge(records(*ROWS[120:240])))
+
+    for rows in asyncio.run(both()):
+        _all_ok(list(rows))
+    assert lean.engine is not lite.engine
+    assert limits.refused > 0
+    [(key, stats)] = {**lean.endpoint_stats(), **lite.endpoint_stats()}.items()
+    assert stats["refusals"] == limits.refused
