@@ -9,6 +9,7 @@ A missing key and a JSON ``null`` are the same thing here: no value."""
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -56,13 +57,18 @@ def _to_float(v: Any) -> float:
     if isinstance(v, bool):
         raise BadValue(f"expected a number, got {v!r}")
     if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
+        out = float(v)
+    elif isinstance(v, str):
         try:
-            return float(v)
+            out = float(v)
         except ValueError:
             raise BadValue(f"expected a number, got {v[:40]!r}") from None
-    raise BadValue(f"expected a number, got {type(v).__name__}")
+    else:
+        raise BadValue(f"expected a number, got {type(v).__name__}")
+    if not math.isfinite(out):
+        # "NaN" and "Infinity" parse as floats, and a cost of inf made cost_per_success inf
+        raise BadValue(f"expected a finite number, got {str(v)[:40]!r}")
+    return out
 
 
 def _to_int(v: Any) -> int:

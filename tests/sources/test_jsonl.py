@@ -674,3 +674,19 @@ def test_a_batch_of_one_conversation_is_that_conversation(tmp_path: Path,
     assert first["input"] == "Refund?"
     assert json.loads(first["metadata"])["input_messages"] == one
     assert json.loads(second["input"]) == [one, one]
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-inf", "1e999"])
+def test_a_non_finite_number_is_a_reject_never_a_value(tmp_path: Path, ctx: RunContext,
+                                                        bad: str) -> None:
+    """"Infinity" as a cost made cost_per_success print inf; "NaN" a latency that no mean
+    can hold. Both are a reject naming the field, and the rest of the file is read."""
+    lines = [json.dumps({"id": "1", "model": "m", "latency_s": 1.0, "cost_usd": 0.1}),
+             json.dumps({"id": "2", "model": "m", "latency_s": 2.0, "cost_usd": bad}),
+             json.dumps({"id": "3", "model": "m", "latency_s": bad})]
+    cfg = JsonlSourceConfig(path=str(_write(tmp_path / "nf.jsonl", lines)), record_id="id")
+    got = read(JsonlSource("s", cfg, ctx))
+    assert got.table.column("record_id").to_pylist() == ["1"]
+    reasons = {r.location.rsplit(":", 1)[1]: r.reason for r in got.rejects}
+    assert "field 'cost_usd'" in reasons["2"] and "finite" in reasons["2"]
+    assert "field 'latency_s'" in reasons["3"] and "finite" in reasons["3"]
