@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
-from evalkit.sources._chat import assistant_text, blocks_of, message_text, response_items
+from evalkit.sources._chat import (
+    assistant_text,
+    blocks_of,
+    langchain_messages,
+    message_text,
+    response_items,
+)
 from evalkit.sources._transforms import spec_key
 
 __all__ = ["SHOWN", "Mapping", "Proposal", "describe", "io_text", "is_messages", "propose",
@@ -129,8 +135,7 @@ def is_messages(value: Any) -> bool:
     """Whether ``value`` is a list of chat messages (objects with a role and content), or a
     list that holds one such list (LangChain's batch of one conversation, as the sources
     read it)."""
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
-        value = value[0]
+    value = langchain_messages(value)
     return isinstance(value, list) and bool(value) and all(
         isinstance(m, dict) and "role" in m and ("content" in m or "parts" in m)
         for m in value)
@@ -187,8 +192,9 @@ def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, str, Any]]:
             yield path, "text", text
             return
         yield path, "list", value
-        if value and isinstance(value[0], dict) and depth < _MAX_DEPTH:
-            yield from _walk(value[0], f"{path}.0", depth + 1)  # choices.0.message.content
+        # choices.0.message.content; LangChain's generations.0.0.text (a list of lists)
+        if value and isinstance(value[0], (dict, list)) and depth < _MAX_DEPTH:
+            yield from _walk(value[0], f"{path}.0", depth + 1)
         return
     if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true",
                                                                                "false")):
@@ -544,8 +550,7 @@ def _no_output(stats: dict[str, _Stat]) -> str:
 def describe(value: Any, width: int = 48) -> str:
     """``value`` as one short line for the printed proposal."""
     if isinstance(value, list) and is_messages(value):
-        if len(value) == 1 and isinstance(value[0], list):  # a batch of one conversation
-            value = value[0]
+        value = langchain_messages(value)  # a batch of one conversation, serialized
         roles = ", ".join(str(m.get("role")) for m in value[:4])
         text = f"[{len(value)} messages: {roles}{', …' if len(value) > 4 else ''}]"
     else:

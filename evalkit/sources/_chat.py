@@ -11,16 +11,17 @@ from typing import Any
 
 import orjson
 
-__all__ = ["assistant_text", "blocks_of", "chat_column", "last_user_text", "messages_of",
+__all__ = ["assistant_text", "blocks_of", "chat_column", "langchain_messages", "last_user_text",
+           "messages_of",
            "message_text", "response_items", "with_messages"]
 
 _ASSISTANT = ("assistant", "model", "ai")
 
 
 def messages_of(value: Any) -> list[dict[str, Any]] | None:
-    """``value`` as a list of messages (objects with a ``role``; JSON text is parsed; a list
-    that holds one such list is that list), else None: a value that is not chat-shaped stays
-    as it is."""
+    """``value`` as a list of messages (objects with a ``role``; JSON text is parsed;
+    LangChain's wrappings removed: see ``langchain_messages``), else None: a value that is
+    not chat-shaped stays as it is."""
     if isinstance(value, str):
         stripped = value.lstrip()
         if not stripped.startswith("["):
@@ -29,12 +30,39 @@ def messages_of(value: Any) -> list[dict[str, Any]] | None:
             value = orjson.loads(stripped)
         except orjson.JSONDecodeError:
             return None
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
-        value = value[0]  # LangChain's batch of one conversation (LangSmith ``messages``)
+    value = langchain_messages(value)
     if isinstance(value, list) and value and \
             all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value):
         return value
     return None
+
+
+_LC_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool",
+             "function": "function", "chat": "user"}
+
+
+def langchain_messages(value: Any) -> Any:
+    """``value`` with LangChain's wrappings removed: a batch of one conversation (a list that
+    holds one list, as LangSmith logs an LLM run's ``messages``) is that conversation, and
+    messages serialized as ``{"lc": 1, "type": "constructor", "kwargs": {"type": "human",
+    "content": ...}}`` are ``{"role": "user", "content": ...}``; anything else unchanged."""
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+        value = value[0]
+    if not isinstance(value, list) or not value or not all(
+            isinstance(m, dict) and m.get("lc") == 1 and isinstance(m.get("kwargs"), dict)
+            for m in value):
+        return value
+    out = []
+    for m in value:
+        kwargs = m["kwargs"]
+        name = m.get("id")[-1] if isinstance(m.get("id"), list) and m.get("id") else ""
+        kind = kwargs.get("type") or str(name).removesuffix("MessageChunk").removesuffix(
+            "Message").lower()
+        role = _LC_ROLES.get(str(kind).lower())
+        if role is None:
+            return value  # not a message LangChain names: left as it is
+        out.append({"role": role, "content": kwargs.get("content")})
+    return out
 
 
 def blocks_of(value: Any) -> list[dict[str, Any]] | None:

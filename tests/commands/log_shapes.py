@@ -409,3 +409,34 @@ NEW_SHAPES.update({"openai_batch": ("batch_output.jsonl", jsonl(openai_batch_out
                    "langsmith_csv": ("langsmith_runs.csv", langsmith_runs_csv()),
                    "ragas_csv": ("ragas_eval.csv", ragas_csv()),
                    "helicone": ("helicone.jsonl", jsonl(helicone_log()))})
+
+
+def _lc(kind: str, content: str) -> dict[str, Any]:
+    """A message as LangChain serializes it (``dumpd``)."""
+    return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", kind],
+            "kwargs": {"content": content, "type": {"SystemMessage": "system",
+                                                    "HumanMessage": "human",
+                                                    "AIMessage": "ai"}[kind]}}
+
+
+def langsmith_llm_runs() -> list[dict[str, Any]]:
+    """LangSmith LLM runs as the SDK returns them: ``inputs.messages`` a batch of one
+    conversation of LangChain-serialized messages, ``outputs.generations`` a list of lists,
+    the model and token usage in ``outputs.llm_output``; a failed run has no outputs."""
+    rows = []
+    for i in range(N):
+        outputs = None if _failed(i) else {
+            "generations": [[{"text": _answer(i), "type": "ChatGeneration",
+                              "generation_info": {"finish_reason": "stop"},
+                              "message": _lc("AIMessage", _answer(i))}]],
+            "llm_output": {"model_name": MODELS[i % 2], "token_usage": {
+                "prompt_tokens": 30 + i, "completion_tokens": 12 + i}}}
+        rows.append({"id": f"run-{i:03d}", "name": "ChatOpenAI", "run_type": "llm",
+                     "inputs": {"messages": [[_lc("SystemMessage", "Be brief."),
+                                              _lc("HumanMessage", _question(i))]]},
+                     "outputs": outputs, "error": "RateLimitError: 429" if _failed(i) else None,
+                     "status": "error" if _failed(i) else "success"})
+    return rows
+
+
+NEW_SHAPES["langsmith_llm"] = ("langsmith_llm_runs.jsonl", jsonl(langsmith_llm_runs()))

@@ -106,6 +106,10 @@ EXPECTED = {
                       "latency_s": None},
     "ragas_csv": {"record_id": None, "input": "user_input", "output": "response",
                   "reference": "reference", "context": "retrieved_contexts", "model": None},
+    "langsmith_llm": {"record_id": "id", "input": "inputs.messages",
+                      "output": "outputs.generations.0.0.message.kwargs.content",
+                      "model": "outputs.llm_output.model_name", "level": "status",
+                      "input_tokens": "outputs.llm_output.token_usage.prompt_tokens"},
     "helicone": {"record_id": "request.id", "input": "request.body.messages",
                  "output": "response.body.choices.0.message.content", "model": "model",
                  "level": "status", "status_message": "response.body.error.message",
@@ -216,7 +220,8 @@ RUNS = {**{shape: (first, p50, N_FAILED, MODELS) for shape, (_, _, first, p50) i
         "openai_batch": ("batch_req_000", None, N_FAILED, MODELS),
         "langsmith_csv": ("1f0e0000-aaaa-4bbb-8ccc-000000000000", None, N_FAILED, ()),
         "ragas_csv": (None, None, 0, ()),
-        "helicone": ("hl-0", _P50, N_FAILED, MODELS)}
+        "helicone": ("hl-0", _P50, N_FAILED, MODELS),
+        "langsmith_llm": ("run-000", None, N_FAILED, MODELS)}
 
 
 def _check_run(run: evalkit.Run, shape: str) -> None:
@@ -238,9 +243,10 @@ def _check_run(run: evalkit.Run, shape: str) -> None:
         assert records[0]["context"] == ["Keys of project 0 rotate under Settings.",
                                          "Billing."]
     metrics = {(r["metric"], r["slice"]): r for r in run.metrics.to_pylist()}
-    # a failed Batch line has no response, so no model: its calls are the model=null slice
+    # a failed Batch line (LangSmith run) has no response (outputs), so no model: its calls
+    # are the model=null slice
     slices = {s for _, s in metrics if s.startswith("model=") and not (
-        shape == "openai_batch" and s == "model=null")}
+        shape in ("openai_batch", "langsmith_llm") and s == "model=null")}
     assert len(slices) == len(models) and all(any(m in s for s in slices) for m in models)
     if p50 is not None:
         assert metrics[("latency.p50", "all")]["value"] == pytest.approx(p50)
@@ -254,7 +260,8 @@ def _check_run(run: evalkit.Run, shape: str) -> None:
                                    "anthropic", "gateway", "duration_csv", "anthropic_blocks",
                                    "litellm", "otel_genai", "thumbs_csv", "flattened_csv",
                                    "flattened_jsonl", "openai_responses", "openai_batch",
-                                   "langsmith_csv", "ragas_csv", "helicone"])
+                                   "langsmith_csv", "ragas_csv", "helicone",
+                                   "langsmith_llm"])
 def test_init_then_one_run_gives_correct_numbers(tmp_path, monkeypatch, shape):
     monkeypatch.chdir(tmp_path)
     name = _file(tmp_path, shape).name

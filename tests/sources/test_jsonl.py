@@ -662,18 +662,29 @@ def test_message_lists_become_the_text_a_judge_reads(tmp_path: Path, ctx: RunCon
 def test_a_batch_of_one_conversation_is_that_conversation(tmp_path: Path,
                                                           ctx: RunContext) -> None:
     """LangChain logs an LLM run's messages as a batch: a list holding one message list
-    (LangSmith's ``inputs.messages``, here as JSON text as a CSV export has it). Its last
-    user message is the input; a batch of two conversations is left as it is."""
+    (LangSmith's ``inputs.messages``, here as JSON text as a CSV export has it), its messages
+    plain or serialized by LangChain. Its last user message is the input; a batch of two
+    conversations is left as it is."""
     one = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Refund?"}]
+    serialized = [{"lc": 1, "type": "constructor",
+                   "id": ["langchain", "schema", "messages", "SystemMessage"],
+                   "kwargs": {"content": "Be brief.", "type": "system"}},
+                  {"lc": 1, "type": "constructor",
+                   "id": ["langchain", "schema", "messages", "HumanMessage"],
+                   "kwargs": {"content": "Refund?"}}]  # its role from the class name
     rows = [{"id": "a", "inputs": json.dumps({"messages": [one]}), "out": "Yes."},
-            {"id": "b", "inputs": {"messages": [one, one]}, "out": "Yes."}]
+            {"id": "b", "inputs": {"messages": [one, one]}, "out": "Yes."},
+            {"id": "c", "inputs": {"messages": [serialized]}, "out": "Yes."}]
     path = _write(tmp_path / "a.jsonl", [json.dumps(r) for r in rows])
     cfg = JsonlSourceConfig(path=str(path), record_id="id",
                             fields={"input": "inputs.messages", "output": "out"})
-    first, second = read_all(JsonlSource("s", cfg, ctx)).to_pylist()
+    first, second, third = read_all(JsonlSource("s", cfg, ctx)).to_pylist()
     assert first["input"] == "Refund?"
     assert json.loads(first["metadata"])["input_messages"] == one
     assert json.loads(second["input"]) == [one, one]
+    # LangChain-serialized messages (``dumpd``) read as the role/content pairs they hold
+    assert third["input"] == "Refund?"
+    assert json.loads(third["metadata"])["input_messages"] == one
 
 
 @pytest.mark.parametrize("bad", ["NaN", "Infinity", "-inf", "1e999"])
