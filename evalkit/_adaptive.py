@@ -419,11 +419,11 @@ class AdaptiveLimit:
 
     def stats(self) -> dict[str, Any]:
         """For the manifest and the summary: the rate and window it settled at (null: the
-        endpoint never pushed back), refusals, overloads and seconds paused."""
+        endpoint never pushed back), calls answered, refusals, overloads and seconds paused."""
         rate = self.effective_rate()
         return {"rate_per_s": None if rate is None else round(rate, 3),
                 "in_flight": self.window if self.window < self.ceiling else None,
-                "refusals": self.refusals, "overloads": self.overloads,
+                "answered": self._oks, "refusals": self.refusals, "overloads": self.overloads,
                 "paused_s": round(self.paused_s, 3)}
 
     # --- inside -----------------------------------------------------------------------

@@ -63,9 +63,11 @@ def endpoint_line(endpoint: str, stats: dict) -> str | None:
     if not (refused or overloaded or rate or window):
         return None
     settled = [f"{rate:.3g} calls/s" if rate else "", f"{window} in flight" if window else ""]
+    # (refused until the time budget ran out: the pace it was left at was never taken)
+    where = "answered nothing" if stats.get("answered") == 0 else \
+        f"settled at {', '.join(s for s in settled if s) or 'no limit'}"
     return (f"endpoint {endpoint}: {refused} refused (429), {overloaded} overloaded; "
-            f"settled at {', '.join(s for s in settled if s) or 'no limit'}; paused "
-            f"{stats.get('paused_s') or 0:.3g} s")
+            f"{where}; paused {stats.get('paused_s') or 0:.3g} s")
 
 
 def merge_endpoint_stats(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
@@ -84,6 +86,7 @@ def merge_endpoint_stats(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[st
 
     return {**a, **b, "rate_per_s": lower("rate_per_s"), "in_flight": lower("in_flight"),
             "refusals": total("refusals"), "overloads": total("overloads"),
+            **({"answered": total("answered")} if "answered" in a or "answered" in b else {}),
             "paused_s": round(total("paused_s"), 3)}
 
 

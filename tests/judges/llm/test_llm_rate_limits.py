@@ -294,3 +294,19 @@ def test_both_transports_of_one_endpoint_share_its_limit(ctx, slow_llm):
     assert limits.refused > 0
     [(key, stats)] = {**lean.endpoint_stats(), **lite.endpoint_stats()}.items()
     assert stats["refusals"] == limits.refused
+
+
+def test_an_endpoint_that_answered_nothing_did_not_settle_at_a_rate(ctx, fake_llm):
+    """Refused until the budget ran out: the summary says nothing was answered, not a pace
+    the controller was left at as if the endpoint had taken it."""
+    from evalkit.runner.summary import endpoint_line
+
+    fake_llm.plan = lambda body: Reply(status=429, delay=0.0, body='{"error": {}}')
+    j = make(CorrectnessLlmJudge, ctx, fake_llm, cache=False, concurrency=8,
+             rate_limit_budget_s=0.4)
+    rows = judge(j, records(*ROWS[:16]))
+    assert all(r["error_cause"] == "rate_limited" for r in rows)
+    [(endpoint, stats)] = j.endpoint_stats().items()
+    assert stats["answered"] == 0
+    line = endpoint_line(endpoint, stats)
+    assert "answered nothing" in line and "settled" not in line, line
