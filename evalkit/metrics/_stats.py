@@ -82,7 +82,9 @@ statistics for a quantile) that the bootstrap converges to, instead of n_boot ×
 
 
 def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
-            confidence: float = 0.95) -> tuple[float | None, float | None, str | None]:
+            confidence: float = 0.95, proportion: bool = True,
+            within: tuple[float, float] | None = None,
+            ) -> tuple[float | None, float | None, str | None]:
     """``(low, high, method)`` of the mean of ``values`` (a :class:`Bounds`, whose
     ``mc_error`` is the bootstrap's Monte-Carlo error where one was drawn):
 
@@ -101,13 +103,25 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
     - above 20,000 values with many levels, the normal interval the bootstrap converges to
       (``"normal"``, mean ± z·s/√n).
 
+    ``proportion=False`` (a latency, a cost: 0 and 1 are amounts, not flags) skips Wilson;
+    ``within`` (the range a mean cannot leave, e.g. a Brier score's [0, 1]) clips the bounds.
+
     ``(None, None, None)`` with no value, fewer than two that are not 0/1, values that are
     all equal (no spread to resample), or ``n_boot`` = 0 (no interval)."""
+    found = _mean_ci(values, n_boot, seed, confidence, proportion)
+    if within is None or found[0] is None or found[1] is None:
+        return found
+    lo, hi = (float(np.clip(b, *within)) for b in found[:2])
+    return Bounds((lo, hi, found[2]), getattr(found, "mc_error", None))
+
+
+def _mean_ci(values: np.ndarray, n_boot: int, seed: int, confidence: float,
+             proportion: bool) -> tuple[float | None, float | None, str | None]:
     n = len(values)
     if n < 1 or n_boot <= 0:
         return None, None, None
     ones = int(np.count_nonzero(values == 1.0))
-    if ones + int(np.count_nonzero(values == 0.0)) == n:
+    if proportion and ones + int(np.count_nonzero(values == 0.0)) == n:
         lo, hi = wilson_ci(ones, n, confidence)
         return lo, hi, "wilson"
     if n < 2 or np.all(values == values[0]):

@@ -194,8 +194,10 @@ class ExpectedCalibrationError(Metric):
             # by sampling noise (at 20 records by twice the population's ECE), so a
             # bootstrap interval around them misses the truth (coverage 1% at 20 records,
             # 59% at 300: bench/bench_coverage.py)
-            # the Brier score is a mean of (p - y)^2: the studentized bootstrap of a mean
-            found = mean_ci((pv - yv) ** 2, cfg.n_boot, cfg.seed, cfg.confidence)
+            # the Brier score is a mean of (p - y)^2: the studentized bootstrap of a mean,
+            # clipped to [0, 1] (at 4 records its upper bound was 4.25)
+            found = mean_ci((pv - yv) ** 2, cfg.n_boot, cfg.seed, cfg.confidence,
+                            within=(0.0, 1.0))
             brier_method = found[2]
             cis = [(None, None), (None, None),
                    Bounds(found[:2], getattr(found, "mc_error", None))]

@@ -103,13 +103,16 @@ class LatencyMetric(Metric):
                                        None if value is None else float(value), (lo, hi),
                                        **counts, details={**details, **extra},
                                        undefined=undefined))
-            found = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
+            # a latency or a count of 0 or 1 is an amount, not a flag: no Wilson interval
+            found = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence, proportion=False)
             lo, hi, method = found
             extra = {"what": f"mean of {cfg.column}"}
             if method:
                 extra["ci_method"] = method
-            elif len(v) == 1 and cfg.n_boot > 0:
-                extra["ci_open"] = "one value: no interval of a mean"
+            elif len(v) and cfg.n_boot > 0:
+                extra["ci_open"] = ("one value: no interval of a mean" if len(v) == 1 else
+                                    "every value is equal: no spread to build an interval "
+                                    "from")
             rows.append(metric_row(f"{self.name}.mean", label,
                                    float(v.mean()) if len(v) else None,
                                    Bounds((lo, hi), getattr(found, "mc_error", None)),

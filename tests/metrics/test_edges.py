@@ -195,3 +195,35 @@ def test_a_mean_of_too_few_values_for_the_bootstrap_t_gets_students_interval(val
     ref = st.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=st.sem(values))
     assert method == "t"
     assert (lo, hi) == pytest.approx(ref, rel=1e-9)
+
+
+def test_a_latency_of_zero_or_one_second_is_not_a_proportion():
+    """Latencies that happen to be 0 s and 1 s got Wilson's interval, capped at 1 s (one
+    latency of 1 s: [0.207, 1]). A latency's mean is not a share: Student's t at n = 3
+    (scipy), and every equal value says why it has no interval."""
+    lat = [1.0, 0.0, 1.0]
+    con = connect([{"record_id": f"r{i}", "latency_s": v} for i, v in enumerate(lat)])
+    mean = by_metric(LatencyMetric("lat", LatencyConfig(n_boot=200), None).compute(con))
+    row = mean["lat.mean"]
+    ref = st.t.interval(0.95, 2, loc=np.mean(lat), scale=st.sem(lat))
+    assert row["details"]["ci_method"] == "t"
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(ref, rel=1e-9)
+    con = connect([{"record_id": f"r{i}", "latency_s": 1.0} for i in range(4)])
+    row = by_metric(LatencyMetric("lat", LatencyConfig(n_boot=200), None).compute(con))[
+        "lat.mean"]
+    assert row["ci_low"] is None and "equal" in row["details"]["ci_open"]
+
+
+def test_the_brier_scores_interval_stays_within_zero_and_one():
+    """The bootstrap-t's upper bound of a Brier score of 4 records was 4.25: a mean of
+    squared errors in [0, 1] has its interval in [0, 1]."""
+    conf, corr = [0.71, 0.72, 0.75, 0.78], [1, 0, 1, 1]
+    con = connect([{"record_id": f"r{i}", "confidence": c,
+                    "outcome": "success" if k else "failure"}
+                   for i, (c, k) in enumerate(zip(conf, corr, strict=True))])
+    rows = by_metric(ExpectedCalibrationError("ece", EceConfig(
+        correct="outcome", correct_map={"success": 1, "failure": 0}, n_boot=200),
+        None).compute(con))
+    brier = rows["ece.brier"]
+    assert brier["value"] == pytest.approx(skm.brier_score_loss(corr, conf))
+    assert 0.0 <= brier["ci_low"] <= brier["value"] <= brier["ci_high"] <= 1.0
