@@ -199,6 +199,16 @@ def closed_form_ci(stat: str, x: np.ndarray, y: np.ndarray, confidence: float,
     return proportion_ci(stat, x, y, confidence)
 
 
+def no_interval(n: int, n_boot: int) -> dict[str, str]:
+    """``{"ci_open": why}`` for a value that has no interval though one was asked for
+    (``n_boot`` > 0): one pair cannot be resampled, and beyond that every resample left the
+    statistic undefined; ``{}`` when no interval was asked for."""
+    if n_boot <= 0:
+        return {}
+    return {"ci_open": f"{n} pair(s): too few to resample for an interval" if n < 2 else
+            "the statistic is undefined on too many resamples for an interval"}
+
+
 def ci_method(stat: str) -> str:
     """The ``details.ci_method`` of ``stat``'s interval."""
     if stat in LINEAR_IN_AGREEMENT:

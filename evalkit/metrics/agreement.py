@@ -94,12 +94,13 @@ class AgreementMetric(Metric):
                 base.update(mean_a=float(scores[0].mean()), mean_b=float(scores[1].mean()))
             for stat, (_, _, what) in STATISTICS.items():
                 value, why = values[stat]
-                method = stats.ci_method(stat) \
-                    if cis.get(stat, (None, None))[0] is not None else None
-                rows.append(metric_row(f"{self.name}.{stat}", label, value,
-                                       cis.get(stat, (None, None)), **meta["counts"],
-                                       details={**base, "what": what,
-                                                **({"ci_method": method} if method else {})},
+                ci = cis.get(stat, (None, None))
+                how = ({"ci_method": stats.ci_method(stat)} if ci[0] is not None else
+                       stats.no_interval(len(both), cfg.n_boot)
+                       if value is not None and ci[1] is None else {})
+                rows.append(metric_row(f"{self.name}.{stat}", label, value, ci,
+                                       **meta["counts"],
+                                       details={**base, "what": what, **how},
                                        undefined=pairs.undefined or why))
             rows.append(metric_row(f"{self.name}.n", label, float(len(both)), (None, None),
                                    **meta["counts"],

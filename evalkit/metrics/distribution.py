@@ -149,9 +149,14 @@ class DistributionMetric(Metric):
         out = []
         for suffix, value, stat in (("", stats["mean"], np.mean), (".p50", stats["p50"], _p50),
                                     (".p95", stats["p95"], _p95), (".std", stats["std"], None)):
-            out.append(metric_row(self.name + suffix, label, value,
-                                  self._ci(arr, suffix, stat, boot), **counts,
-                                  details=details if not suffix else {
-                                      "what": f"{suffix[1:]} of {what} over {scope}"},
+            ci = self._ci(arr, suffix, stat, boot)
+            row_details = details if not suffix else {
+                "what": f"{suffix[1:]} of {what} over {scope}"}
+            if stat is not None and cfg.n_boot > 0 and ci[0] is None and ci[1] is None:
+                row_details = {**row_details, "ci_open": (
+                    "one value: no interval" if len(arr) == 1 else
+                    "too few values (or none that differ) for an interval")}
+            out.append(metric_row(self.name + suffix, label, value, ci, **counts,
+                                  details=row_details,
                                   undefined="one value: no standard deviation"))
         return out

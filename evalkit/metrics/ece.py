@@ -208,6 +208,10 @@ class ExpectedCalibrationError(Metric):
                     details = {**details, "ci_open": _NO_INTERVAL}
                 elif brier_method:
                     details = {**details, "ci_method": brier_method}
+                elif cfg.n_boot > 0 and values[k] is not None:
+                    details = {**details, "ci_open": "one value: no interval of a mean"
+                               if len(pv) == 1 else "every squared error is equal: no "
+                               "spread to build an interval from"}
                 rows.append(metric_row(self.name + stat, label, values[k], cis[k], **counts,
                                        details=details))
         return rows

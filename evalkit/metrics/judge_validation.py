@@ -74,11 +74,12 @@ class JudgeValidationMetric(Metric):
                        "positive_rate_truth": float(truth.mean()) if len(truth) else None}
             for stat, (_, what) in STATISTICS.items():
                 value, why = values[stat]
-                method = stats.ci_method(stat) \
-                    if cis.get(stat, (None, None))[0] is not None else None
-                rows.append(metric_row(f"{self.name}.{stat}", label, value,
-                                       cis.get(stat, (None, None)), **meta["counts"],
-                                       details={**details, "what": what,
-                                                **({"ci_method": method} if method else {})},
+                ci = cis.get(stat, (None, None))
+                how = ({"ci_method": stats.ci_method(stat)} if ci[0] is not None else
+                       stats.no_interval(len(pred), cfg.n_boot)
+                       if value is not None and ci[1] is None else {})
+                rows.append(metric_row(f"{self.name}.{stat}", label, value, ci,
+                                       **meta["counts"],
+                                       details={**details, "what": what, **how},
                                        undefined=pairs.undefined or why))
         return rows

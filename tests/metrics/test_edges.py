@@ -227,3 +227,20 @@ def test_the_brier_scores_interval_stays_within_zero_and_one():
     brier = rows["ece.brier"]
     assert brier["value"] == pytest.approx(skm.brier_score_loss(corr, conf))
     assert 0.0 <= brier["ci_low"] <= brier["value"] <= brier["ci_high"] <= 1.0
+
+
+_NO_INTERVAL_BY_DESIGN = (".n", ".std", ".filter_effect")  # counts, a spread, a difference
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_value_without_an_interval_says_why(n):
+    """At one record F1, interval alpha, the Brier score and the distribution's mean and
+    percentiles had a value, an interval asked for (n_boot > 0) and neither bound, with
+    no reason: every such row says why in ``details.ci_open``."""
+    rows = every_metric(_run(n))
+    silent = [(r["metric"], r["slice"]) for r in rows
+              if r["value"] is not None and r.get("ci_low") is None
+              and r.get("ci_high") is None and not r["details"].get("ci_open")
+              and not r["metric"].endswith(_NO_INTERVAL_BY_DESIGN)
+              and not r["metric"].startswith("spans")]
+    assert silent == []
