@@ -114,13 +114,16 @@ class DistributionMetric(Metric):
 
     def _ci(self, arr: np.ndarray, suffix: str, stat: Any,
             boot: dict[str, Any]) -> tuple[float | None, float | None]:
-        """The mean's CI from :func:`mean_ci` (Wilson, bootstrap or normal); the quantiles'
+        """The mean's CI from :func:`mean_ci` (Wilson for a judge's 0/1 values, else bootstrap,
+        t or normal); the quantiles'
         the distribution-free order-statistic interval (:func:`quantile_ci`); none for the
         standard deviation."""
         if stat is None or self.config.n_boot <= 0 or len(arr) < 2:
             return None, None
         if suffix == "":
-            found = mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"])
+            # a record column of 0 and 1 (seconds, dollars) is an amount, not a share
+            found = mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"],
+                            proportion=self.config.column is None)
             return Bounds(found[:2], getattr(found, "mc_error", None))
         return quantile_ci(arr, 0.5 if suffix == ".p50" else 0.95, boot["confidence"])
 

@@ -244,3 +244,14 @@ def test_a_value_without_an_interval_says_why(n):
               and not r["metric"].endswith(_NO_INTERVAL_BY_DESIGN)
               and not r["metric"].startswith("spans")]
     assert silent == []
+
+
+def test_a_columns_distribution_of_zeros_and_ones_is_not_a_proportion():
+    """As for latency: a record column of 0 and 1 (seconds, dollars) is an amount, and its
+    mean gets Student's t (scipy) at n = 3, not Wilson's interval capped at 1."""
+    lat = [1.0, 0.0, 1.0]
+    con = connect([{"record_id": f"r{i}", "latency_s": v} for i, v in enumerate(lat)])
+    row = by_metric(DistributionMetric("d", DistributionConfig(column="latency_s", n_boot=200),
+                                       None).compute(con))["d"]
+    ref = st.t.interval(0.95, 2, loc=np.mean(lat), scale=st.sem(lat))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(ref, rel=1e-9)
