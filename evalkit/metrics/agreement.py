@@ -31,6 +31,9 @@ STATISTICS: dict[str, tuple[stats.Batch | None, str, str]] = {
 }
 _COLUMNS = {"scores": (0, 1), "binary": (2, 3), "codes": (4, 5)}
 
+_WHOLE_RANGE_N = 3
+_WHOLE_RANGE = "whole range (n <= 3: nothing bounds a correlation)"
+
 
 class AgreementMetric(Metric):
     """Rows ``<name>.<statistic>`` per slice, plus ``<name>.n`` (the number of pairs). A
@@ -86,6 +89,12 @@ class AgreementMetric(Metric):
                                                        cfg.confidence)
                             for stat in STATISTICS if stat in stats.CLOSED_FORM
                             and values[stat][0] is not None})
+            # two pairs always correlate ±1 and three barely less: nothing bounds r there
+            # (scipy's pearsonr(...).confidence_interval() is [-1, 1]), and the bootstrap
+            # collapsed to [1, 1] at two pairs
+            whole = {stat for stat in ("pearson", "spearman") if cfg.n_boot > 0
+                     and len(both) <= _WHOLE_RANGE_N and values[stat][0] is not None}
+            cis.update({stat: (-1.0, 1.0) for stat in whole})
             scores = cols[:2]
             base = {**meta["info"], "threshold": cfg.threshold,
                     "threshold_b": cfg.threshold if cfg.threshold_b is None
@@ -95,7 +104,8 @@ class AgreementMetric(Metric):
             for stat, (_, _, what) in STATISTICS.items():
                 value, why = values[stat]
                 ci = cis.get(stat, (None, None))
-                how = ({"ci_method": stats.ci_method(stat)} if ci[0] is not None else
+                how = ({"ci_method": _WHOLE_RANGE} if stat in whole else
+                       {"ci_method": stats.ci_method(stat)} if ci[0] is not None else
                        stats.no_interval(len(both), cfg.n_boot)
                        if value is not None and ci[1] is None else {})
                 rows.append(metric_row(f"{self.name}.{stat}", label, value, ci,

@@ -255,3 +255,15 @@ def test_a_columns_distribution_of_zeros_and_ones_is_not_a_proportion():
                                        None).compute(con))["d"]
     ref = st.t.interval(0.95, 2, loc=np.mean(lat), scale=st.sem(lat))
     assert (row["ci_low"], row["ci_high"]) == pytest.approx(ref, rel=1e-9)
+
+
+@pytest.mark.parametrize("stat", ["pearson", "spearman"])
+def test_a_correlation_of_two_or_three_pairs_has_the_whole_range_as_scipy(stat):
+    """Two pairs always correlate ±1, and their bootstrap collapsed to [1, 1]. With n ≤ 3
+    nothing bounds r: scipy's ``pearsonr(...).confidence_interval()`` is [−1, 1]."""
+    for a, b in (([1, 2], [1, 3]), ([1, 2, 3], [1, 3, 2])):
+        row = by_metric(AgreementMetric("ag", PairConfig(judge_a="A", judge_b="B", n_boot=200),
+                                        None).compute(pairs(a, b)))[f"ag.{stat}"]
+        ref = st.pearsonr(a, b).confidence_interval()
+        assert (row["ci_low"], row["ci_high"]) == (ref.low, ref.high) == (-1.0, 1.0)
+        assert "3" in row["details"]["ci_method"]
