@@ -310,23 +310,3 @@ def test_an_endpoint_that_answered_nothing_did_not_settle_at_a_rate(ctx, fake_ll
     assert stats["answered"] == 0
     line = endpoint_line(endpoint, stats)
     assert "answered nothing" in line and "settled" not in line, line
-
-
-def test_an_outage_is_probed_by_one_call_not_hit_by_the_crowd(ctx, slow_llm):
-    # every request refused for 2 s, no header, then 150 a second: the endpoint refuses
-    # whatever the pace, so one probe goes at a time (before: the crowd kept hitting it at
-    # a quarter of its first pace, 13 refused a judgment at 90 judgments and 8 s)
-    limits = ProviderLimits(slow_llm, outage_s=2.0, rps=150, retry_after=False, burst_s=0.2)
-    rows, _ = _run(ctx, slow_llm, limits, 120)
-    _all_ok(rows)
-    assert limits.refused <= 1.0 * len(rows)  # (wall against the ideal: the bench's)
-
-
-def test_a_bucket_of_a_minutes_calls_without_headers(ctx, slow_llm):
-    # a "requests a minute" limit, scaled: a bucket of 2 s worth (200 calls) refilled at 100
-    # a second; its burst spent, the rate accepted over the last second says nothing of the
-    # refill: the episode's does (before: ~0.6 refused a judgment, 24 at 60 refilled 5/s)
-    limits = ProviderLimits(slow_llm, rps=100, burst_s=2.0, retry_after=False)
-    rows, _ = _run(ctx, slow_llm, limits, 400)
-    _all_ok(rows)
-    assert limits.refused <= 0.25 * len(rows)
