@@ -25,7 +25,6 @@ import contextlib
 import fnmatch
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evalkit._faults import point
@@ -36,7 +35,6 @@ __all__ = ["STAGING_GRACE_S", "compact_remote"]
 
 # staging objects younger than this may belong to a write under way: left alone
 STAGING_GRACE_S = 3600.0
-_DOWNLOADS = 8  # a run's parts fetched at once
 
 
 def compact_remote(remote: RemoteRunsDir, refs: list[str]) -> tuple[int, int, int]:
@@ -90,8 +88,7 @@ def _compact_run(remote: RemoteRunsDir, run: RemoteRun, files: list[str],
     shutil.rmtree(local, ignore_errors=True)
     local.mkdir(parents=True)
     downloaded = [local / path.rsplit("/", 1)[1] for path in parts]  # (in name order: a
-    with ThreadPoolExecutor(min(_DOWNLOADS, len(parts))) as pool:  # local compact's order)
-        list(pool.map(remote.download, parts, downloaded))
+    remote.download_all(list(zip(parts, downloaded, strict=True)))  # local compact's order)
     merge_parts(downloaded, local / "merged.parquet")
     new = f"{run.path}/{SWAP_DIR}/part-00000.parquet"
     remote.upload(local / "merged.parquet", new)

@@ -18,13 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.commands._runs import find_run, sweep_runs
-from evalkit.errors import EvalkitError, RunDirError
-from evalkit.redact import mask
+from evalkit.errors import EvalkitError
 from evalkit.results.storage import RemoteRun, RemoteRunsDir, is_remote, open_runs_dir
 
 __all__ = ["Runs", "runs_at"]
-
-_DOWNLOADS = 8  # objects fetched at once
 
 
 @dataclass
@@ -110,28 +107,15 @@ class Runs:
         return local
 
     def _download(self, objects: list[tuple[str, str]], local: Path) -> None:
-        """Copy each ``(object, its name under local)`` of ``objects`` to ``local``."""
-        from concurrent.futures import ThreadPoolExecutor
-
+        """Copy each ``(object, its name under local)`` of ``objects`` to ``local``; a hidden
+        or odd object name is never a path out of the copy and is left out."""
         assert self.remote is not None
-
-        def one(item: tuple[str, str]) -> None:
-            path, rel = item
-            if not rel or any(p in ("", ".", "..") or p.startswith(".") for p in rel.split("/")):
-                return  # (a hidden or odd object name: never a path out of the copy)
-            target = local / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                self.remote.download(path, target)
-            except OSError as exc:
-                raise RunDirError(f"{self.command} --runs-dir: cannot read "
-                                  f"{self.remote.url_of(path)} ({mask(str(exc))[:200]}); "
-                                  "check the storage and its credentials") from None
-
+        items = [(path, local / rel) for path, rel in objects if rel and not any(
+            p in ("", ".", "..") or p.startswith(".") for p in rel.split("/"))]
         local.mkdir(parents=True, exist_ok=True)
-        if objects:
-            with ThreadPoolExecutor(min(_DOWNLOADS, len(objects))) as pool:
-                list(pool.map(one, objects))
+        for parent in {target.parent for _, target in items}:
+            parent.mkdir(parents=True, exist_ok=True)
+        self.remote.download_all(items)
 
     def _upload(self, local: Path, target: str) -> str:
         assert self.remote is not None

@@ -52,6 +52,7 @@ _DENIED = ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoes
 _UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Could not resolve",
                 "Connection refused", "timed out", "Timeout")
 _MANIFEST_READERS = 16  # manifests (or Parquet footers) read at once: small GETs each
+_TRANSFERS = 8  # objects a command or a run downloads or uploads at once
 _CHUNK = 8 << 20  # bytes an upload or download copies at a time
 _STAGING = ".tmp-"  # in a staging object's name (:func:`staging_name`)
 _COPY_MAX = 5 << 30  # bytes S3 copies in one request (a staged object is moved by a copy)
@@ -85,6 +86,16 @@ def shown_url(url: str) -> str:
 def _reason(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return mask(text)[:240]
+
+
+def _at_once(copy: Any, items: list[tuple[Any, Any]]) -> None:
+    """``copy(*item)`` for each of ``items``, :data:`_TRANSFERS` at a time (a transfer is a
+    round trip or more: the wait, not the bytes, is its cost); the first failure is raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if items:
+        with ThreadPoolExecutor(min(_TRANSFERS, len(items))) as pool:
+            list(pool.map(lambda item: copy(*item), items))
 
 
 def open_runs_dir(url: str, key: str) -> RemoteRunsDir:
@@ -351,11 +362,27 @@ class RemoteRunsDir:
             self.write(src, path, name=local.name, size=os.fstat(src.fileno()).st_size)
 
     def download(self, path: str, local: Path) -> None:
-        """Copy the object at ``path`` to the local file ``local``."""
+        """Copy the object at ``path`` to the local file ``local``. A failure is one
+        :class:`~evalkit.errors.RunDirError` line naming :attr:`key` and the object."""
         import shutil
 
-        with self.fs.open_input_stream(path) as src, open(local, "wb") as dst:
-            shutil.copyfileobj(src, dst, _CHUNK)
+        try:
+            with self.fs.open_input_stream(path) as src, open(local, "wb") as dst:
+                shutil.copyfileobj(src, dst, _CHUNK)
+        except OSError as exc:
+            from evalkit.errors import RunDirError
+
+            raise RunDirError(f"{self.key}: cannot download {self.url_of(path)} "
+                              f"({_reason(exc)[:200]}); check the storage and its "
+                              "credentials, and run again") from None
+
+    def download_all(self, items: list[tuple[str, Path]]) -> None:
+        """:meth:`download` each ``(object, local file)`` of ``items``, several at once."""
+        _at_once(self.download, items)
+
+    def upload_all(self, items: list[tuple[Path, str]]) -> None:
+        """:meth:`upload` each ``(local file, object)`` of ``items``, several at once."""
+        _at_once(self.upload, items)
 
     def write(self, src: BinaryIO, path: str, name: str | None = None,
               size: int | None = None) -> None:

@@ -24,7 +24,6 @@ from typing import IO, TYPE_CHECKING, Any
 
 from evalkit.config import RunConfig
 from evalkit.errors import ConfigError, EvalkitError, RunDirError
-from evalkit.redact import mask
 from evalkit.results.names import run_dir_of, run_key_of
 from evalkit.results.runs import FINISHED, LOCK, read_manifest
 from evalkit.results.writer import PROGRESS, Progress, writing
@@ -173,9 +172,6 @@ def _clear(run_dir: Path, progress: Progress) -> None:
     progress.write(run_dir)  # its whole lines only: one cut short must not run into the next
 
 
-_UPLOADS = 8  # a staged run's files uploaded at once
-
-
 @dataclass
 class Staged:
     """A run whose runs directory is on object storage (:mod:`evalkit.results.storage`): it
@@ -200,11 +196,7 @@ class Staged:
         self._upload(run_dir, run_dir / PROGRESS)
 
     def _upload_all(self, run_dir: Path, files: list[Path]) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        if files:  # (at once: an upload is mostly waiting)
-            with ThreadPoolExecutor(min(_UPLOADS, len(files))) as pool:
-                list(pool.map(lambda f: self._upload(run_dir, f), files))
+        self.remote.upload_all([(f, self._target(run_dir, f)) for f in files])
 
     @property
     def url(self) -> str:
@@ -258,7 +250,11 @@ class Staged:
         self._upload(run_dir, manifest)  # ... and the manifest once they are all in place
 
     def _upload(self, run_dir: Path, local: Path) -> None:
-        self.remote.upload(local, f"{self.path}/{local.relative_to(run_dir).as_posix()}")
+        self.remote.upload(local, self._target(run_dir, local))
+
+    def _target(self, run_dir: Path, local: Path) -> str:
+        """The object a file of ``run_dir`` goes to."""
+        return f"{self.path}/{local.relative_to(run_dir).as_posix()}"
 
     def close(self) -> None:
         import shutil
@@ -332,23 +328,11 @@ def _download_kept(staged: Staged, run_dir: Path) -> None:
     """Bring the stopped run's ``.progress`` and judgment files into the stage, so the run
     is resumed as a local one (:func:`claim` keeps the parts ``.progress`` names and
     removes the rest)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     progress = f"{staged.path}/{PROGRESS}"
     if progress not in staged.stale:  # (uploaded after a batch: none finished)
         return
     (run_dir / "judgments").mkdir()
     wanted = [p for p in staged.stale if p.rsplit("/", 2)[-2:-1] == ["judgments"]
               and p.endswith(".parquet") and not p.rsplit("/", 1)[-1].startswith(".")]
-
-    def fetch(path: str) -> None:
-        local = run_dir / path[len(staged.path) + 1:]
-        try:
-            staged.remote.download(path, local)
-        except OSError as exc:
-            raise RunDirError(f"runner.resume: cannot download {staged.remote.url_of(path)} "
-                              f"({mask(str(exc))[:200]}); check the storage and its "
-                              "credentials, and run again") from None
-
-    with ThreadPoolExecutor(_UPLOADS) as pool:
-        list(pool.map(fetch, [progress, *sorted(wanted)]))
+    staged.remote.download_all([(path, run_dir / path[len(staged.path) + 1:])
+                                for path in [progress, *sorted(wanted)]])

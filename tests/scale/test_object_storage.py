@@ -530,3 +530,14 @@ def test_query_imports_the_s3_filesystem_only_for_a_remote_runs_dir(tmp_path: Pa
                               **FAKE_ENV}, capture_output=True, text=True, timeout=120)
         assert proc.stdout.strip().splitlines()[-1] == expected, proc.stderr
     assert EVALKIT
+
+
+def test_a_failed_download_is_one_line_naming_the_setting(tmp_path: Path, bucket) -> None:
+    from evalkit.errors import RunDirError
+    from evalkit.results.storage import open_runs_dir
+
+    url, _, name = bucket
+    remote = open_runs_dir(url, "compare --runs-dir")
+    with pytest.raises(RunDirError, match=r"^compare --runs-dir: cannot download s3://"
+                       f"{name}/runs/gone.parquet .*credentials, and run again$"):
+        remote.download_all([(f"{name}/runs/gone.parquet", tmp_path / "gone.parquet")])
