@@ -16,33 +16,12 @@ from evalkit.comparison import compare_runs
 from evalkit.comparison.sides import side_view, split_side
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.generate.llm import LlmGeneratorConfig, request_messages
+from tests.generate.experiments import echo_experiment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges" / "llm"))
 from fake_llm_server import FakeLLMServer, Reply  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_engines")  # (tests/conftest.py)
-
-EXPERIMENT = """\
-# @package _global_
-defaults:
-  - override /source: jsonl
-  - override /filters: [pipeline_failure]
-  - override /judges: [prompt_echo]
-  - override /metrics: [echo_rate]
-experiment: {name}
-source:
-  path: {data}
-  record_id: id
-  fields:
-    input: messages
-    output: answer
-metrics:
-  echo_rate:
-    slice_by: [model]
-  lat:
-    plugin: latency
-    slice_by: [model]
-"""
 
 SYSTEM = {"role": "system", "content": "You are a terse assistant."}
 
@@ -72,8 +51,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     data.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
     for name in ("chats", "chats_b"):
         (tmp_path / "conf" / "experiment" / f"{name}.yaml").write_text(
-            EXPERIMENT.format(name=name, data=data if name == "chats" else
-                              tmp_path / "candidates.jsonl"))
+            echo_experiment(name, data if name == "chats" else tmp_path / "candidates.jsonl",
+                            "model", latency=True))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EVALKIT_USER_CONF", str(tmp_path / "conf"))
     return tmp_path

@@ -17,29 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalkit.comparison.ranking import default_metric, rank_sweep
+from tests.generate.experiments import echo_experiment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "judges" / "llm"))
 from fake_llm_server import FakeLLMServer, Reply  # noqa: E402
 
 N = 60
-EXPERIMENT = """\
-# @package _global_
-defaults:
-  - override /source: jsonl
-  - override /filters: [pipeline_failure]
-  - override /judges: [prompt_echo]
-  - override /metrics: [echo_rate]
-experiment: cands
-source:
-  path: {data}
-  record_id: id
-  fields:
-    input: messages
-    output: answer
-metrics:
-  echo_rate:
-    slice_by: [side]
-"""
 
 
 def echoes(model: str, i: int) -> bool:
@@ -69,7 +52,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         "answer": f"Paris is lovely ({i})."} for i in range(N)]
     (root / "chats.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (root / "conf" / "experiment" / "cands.yaml").write_text(
-        EXPERIMENT.format(data=root / "chats.jsonl"))
+        echo_experiment("cands", root / "chats.jsonl", "side"))
     server = FakeLLMServer().start()
     server.plan = _plan
     try:
