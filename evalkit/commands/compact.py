@@ -195,15 +195,14 @@ def _main_remote(args: argparse.Namespace) -> int:
     """``compact --runs-dir URL`` (:mod:`evalkit.commands._compact_remote`)."""
     from evalkit.commands._compact_remote import compact_remote
     from evalkit.errors import RunDirError
-    from evalkit.redact import mask
-    from evalkit.results.storage import open_runs_dir
+    from evalkit.results.storage import error_reason, open_runs_dir
 
     remote = open_runs_dir(args.runs_dir, "compact --runs-dir")
     try:
         merged, files, considered = compact_remote(remote, args.runs)
     except OSError as exc:  # (an upload's failure is a RunDirError line already)
         raise RunDirError(f"compact --runs-dir: cannot compact the runs at {remote.shown} "
-                          f"({mask(str(exc).splitlines()[0] if str(exc) else repr(exc))[:200]})"
+                          f"({error_reason(exc)[:200]})"
                           "; check the storage and its credentials, and run again (what was "
                           "left half done is finished or undone then)") from None
     print(f"compacted {merged} of {considered} runs: {files} judgment parts into {merged} "

@@ -41,8 +41,9 @@ if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
 __all__ = ["STALE_BEATS", "SWAP_DIR", "SWAP_MARKER", "RemoteRun", "RemoteRunsDir",
-           "heartbeat_stale", "is_remote", "is_staging", "open_runs_dir", "publish_order",
-           "run_stopped", "shown_url", "staging_name", "writer_gone", "writer_tag"]
+           "error_reason", "heartbeat_stale", "is_remote", "is_staging", "open_runs_dir",
+           "publish_order", "run_stopped", "shown_url", "staging_name", "writer_gone",
+           "writer_tag"]
 
 # a URL: scheme://..., or scheme:/... (a slash short: a typo that must not become a local
 # directory named "s3:"); a one-letter scheme is a Windows drive
@@ -83,7 +84,8 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{host}{parts.path}".rstrip("/")
 
 
-def _reason(exc: BaseException) -> str:
+def error_reason(exc: BaseException) -> str:
+    """An I/O error's first line, masked and cut short: what a one-line error quotes."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return mask(text)[:240]
 
@@ -110,7 +112,7 @@ def open_runs_dir(url: str, key: str) -> RemoteRunsDir:
     try:
         fs, root = pafs.FileSystem.from_uri(url)
     except (pa.ArrowInvalid, ValueError, TypeError) as exc:
-        raise ConfigError(f"{key}: cannot open '{mask(url)}' ({_reason(exc)}); give a local "
+        raise ConfigError(f"{key}: cannot open '{mask(url)}' ({error_reason(exc)}); give a local "
                           "directory or a URL such as s3://BUCKET/PREFIX (S3 options: "
                           "?region=REGION, ?endpoint_override=HOST:PORT&scheme=http)") from None
     except (OSError, pa.ArrowException) as exc:  # (from_uri may ask the store: S3 a
@@ -125,7 +127,7 @@ def open_runs_dir(url: str, key: str) -> RemoteRunsDir:
 
 def _access_error(key: str, shown: str, url: str, exc: BaseException,
                   endpoint: str | None) -> ConfigError:
-    reason = _reason(exc)
+    reason = error_reason(exc)
     if any(word in str(exc) for word in _DENIED):
         return ConfigError(f"{key}: the storage refused the credentials for {shown} "
                            f"({reason}); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
@@ -348,7 +350,7 @@ class RemoteRunsDir:
             from evalkit.errors import QueryError
 
             raise QueryError(f"query: {table}: cannot read the runs at {self.shown} "
-                             f"({_reason(exc)})") from None
+                             f"({error_reason(exc)})") from None
 
     def put(self, path: str, data: bytes) -> None:
         """Write ``data`` to the object at ``path`` (whole, or not at all: see :meth:`write`)."""
@@ -373,7 +375,7 @@ class RemoteRunsDir:
             from evalkit.errors import RunDirError
 
             raise RunDirError(f"{self.key}: cannot download {self.url_of(path)} "
-                              f"({_reason(exc)[:200]}); check the storage and its "
+                              f"({error_reason(exc)[:200]}); check the storage and its "
                               "credentials, and run again") from None
 
     def download_all(self, items: list[tuple[str, Path]]) -> None:
@@ -430,7 +432,7 @@ class RemoteRunsDir:
             from evalkit.errors import RunDirError
 
             raise RunDirError(f"{self.key}: cannot upload {name or leaf} to "
-                              f"{self.url_of(path)} ({_reason(exc)[:200]}); check the storage "
+                              f"{self.url_of(path)} ({error_reason(exc)[:200]}); check the storage "
                               "and its credentials, and run again") from None
 
     def _abandon(self, dst: Any, staging: str) -> None:
