@@ -30,6 +30,9 @@ class ReportFiles:
     junit: Path
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # the runs' ranking shown on the page (a Ranking; None: not ranked), for a sweep's
+    # closing table to show the same one (evalkit.report._sweep.shown_ranking)
+    ranking: Any = None
 
 
 def _write(path: Path, data: str | bytes) -> None:
@@ -75,10 +78,10 @@ def _verdicts(runs: list[RunData], n_boot: int,
     return out, "; ".join(notes) + (f" ({n_boot} paired resamples each)" if out else "")
 
 
-def _ranking_of(runs: list[RunData], n_boot: int) -> tuple[str, str]:
+def _ranking_of(runs: list[RunData], n_boot: int) -> tuple[str, str, Any]:
     """The ranking of runs on the same records (shadow runs, or ``sweep.rank_by`` set): its
     HTML section and Markdown lines, or a note on why they could not be ranked; empty when
-    there is nothing to rank."""
+    there is nothing to rank. Third, the ranking itself (None when there is none)."""
     from evalkit.comparison.ranking import rank_sweep
     from evalkit.report._page import e, run_labels, section
     from evalkit.report._ranking import ranking_markdown, ranking_section
@@ -87,11 +90,11 @@ def _ranking_of(runs: list[RunData], n_boot: int) -> tuple[str, str]:
         ranking = rank_sweep([r.run_dir for r in runs], n_boot=max(n_boot, 2))
     except (EvalkitError, OSError, ValueError) as exc:
         return (section("ranking", "Ranking", f"<p class='note'>Not ranked: {e(exc)}</p>"),
-                f"Not ranked: {exc}\n\n")
+                f"Not ranked: {exc}\n\n", None)
     if ranking is None:
-        return "", ""
+        return "", "", None
     labels = dict(zip([r.run_id for r in runs], run_labels(runs), strict=True))
-    return ranking_section(ranking, labels), ranking_markdown(ranking, labels)
+    return ranking_section(ranking, labels), ranking_markdown(ranking, labels), ranking
 
 
 def _corrected_verdict(run_id: str, c: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +129,8 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None,
     compared: list[tuple[str, Any]] = []
     verdicts, note = _verdicts(runs, n_boot, compared)
     across = across_runs(runs, verdicts, note) if len(runs) > 1 else ""
-    ranked, ranked_md = _ranking_of(runs, n_boot) if len(runs) > 1 else ("", "")
+    ranked, ranked_md, ranking = _ranking_of(runs, n_boot) if len(runs) > 1 else \
+        ("", "", None)
     across = ranked + across
     if compared:
         from evalkit.report._comparison import comparison_section
@@ -136,7 +140,8 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None,
         across = comparison_section(compared, labels) + across  # the gates' verdict first
     target = Path(out_dir) if out_dir is not None else runs[-1].run_dir
     target.mkdir(parents=True, exist_ok=True)
-    files = ReportFiles(target / HTML_NAME, target / MD_NAME, target / JUNIT_NAME)
+    files = ReportFiles(target / HTML_NAME, target / MD_NAME, target / JUNIT_NAME,
+                        ranking=ranking)
     _write(files.html, page(runs, across))
     _write(files.markdown, ranked_md + markdown(runs, verdicts, HTML_NAME))
     _write(files.junit, junit(runs))

@@ -15,6 +15,20 @@ from hydra.experimental.callback import Callback
 
 ENV = "EVALKIT_SWEEP_RUNS"  # the file the jobs of the running sweep note their runs in
 
+# the ranking the sweep's page showed, and the run directories it ranked: the closing table
+# (evalkit.runner.sweep.finish, later in the same process) shows it rather than rank again
+_shown: tuple[frozenset[str], Any] | None = None
+
+
+def shown_ranking(run_dirs: list[Path]) -> Any:
+    """The ranking this sweep's page showed when it ranked exactly ``run_dirs``, else None
+    (taken once: a later sweep in the process ranks its own runs)."""
+    global _shown
+    shown, _shown = _shown, None
+    if shown is None or shown[0] != frozenset(str(Path(d).resolve()) for d in run_dirs):
+        return None
+    return shown[1]
+
 
 def note_sweep_run(run_dir: Path) -> None:
     """In a job of a sweep with ``runner.report=true``: add ``run_dir`` to the sweep's list
@@ -36,6 +50,8 @@ class SweepReport(Callback):
     the jobs through the environment, which launchers' worker processes inherit."""
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        global _shown
+        _shown = None
         fd, path = tempfile.mkstemp(prefix="evalkit-sweep-", suffix=".txt")
         os.close(fd)
         os.environ[ENV] = path
@@ -62,4 +78,7 @@ class SweepReport(Callback):
         except EvalkitError as exc:
             print(f"evalkit: error: sweep report: {exc}")
             return
+        if files.ranking is not None:
+            global _shown
+            _shown = (frozenset(str(d.resolve()) for d in dirs), files.ranking)
         print(f"sweep report ({len(dirs)} runs): {files.html}")

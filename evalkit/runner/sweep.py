@@ -234,12 +234,17 @@ def _interval(low: float | None, high: float | None) -> str:
 
 
 def _ranking(done: list[dict[str, Any]]) -> tuple[Any, str | None]:
-    """The ranking of the jobs' runs (:func:`evalkit.comparison.rank_sweep`), or why none."""
+    """The ranking of the jobs' runs (:func:`evalkit.comparison.rank_sweep`), or why none:
+    the one the sweep's page (``runner.report=true``) showed, when it ranked these runs."""
     from evalkit.comparison.ranking import rank_sweep
     from evalkit.errors import EvalkitError
+    from evalkit.report._sweep import shown_ranking
 
     dirs = [Path(j["run_dir"]) for j in done if j.get("status") == "ok" and j.get("run_dir")
             and (Path(j["run_dir"]) / "manifest.json").exists()]
+    shown = shown_ranking(dirs)
+    if shown is not None:
+        return shown, None
     try:
         return rank_sweep(dirs), None
     except (EvalkitError, OSError, ValueError) as exc:

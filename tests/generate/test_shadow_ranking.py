@@ -173,6 +173,36 @@ def test_the_report_page_ranks_the_candidates(ranked: tuple[list[Path], Any]) ->
         [" 2–3 ", " model=openai/cand-c "]]
 
 
+@pytest.mark.e2e
+def test_the_closing_table_shows_the_ranking_the_sweep_page_computed(
+        ranked: tuple[list[Path], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``runner.report=true`` the sweep's page ranks the runs first; the closing table
+    (later, in the same process) shows that ranking instead of ranking them again."""
+    import shutil
+
+    from evalkit.report import _sweep
+    from evalkit.runner import sweep as sweep_module
+
+    dirs = [Path(shutil.copytree(d, tmp_path / "runs" / d.name)) for d in ranked[0]]
+    listed = tmp_path / "listed.txt"
+    listed.write_text("".join(f"{k}\t{d}\n" for k, d in enumerate(dirs)))
+    monkeypatch.setenv(_sweep.ENV, str(listed))
+    _sweep.SweepReport().on_multirun_end({"runner": {"report_n_boot": 10}})
+    page = (tmp_path / "runs" / f"sweep-{dirs[0].name}" / "report.md").read_text()
+    calls: list[Any] = []
+    monkeypatch.setattr("evalkit.comparison.ranking.rank_sweep",
+                        lambda *a, **k: calls.append(a))
+    ranking, why = sweep_module._ranking([{"status": "ok", "run_dir": str(d)} for d in dirs])
+    assert calls == [] and why is None
+    assert [(r.run_dir, r.rank) for r in ranking.runs] == \
+        [(tmp_path / "runs" / r.run_dir.name, r.rank) for r in ranked[1].runs]
+    assert ranking.caption() in page
+    # taken once: a later sweep in the same process ranks its own runs
+    assert sweep_module._ranking([{"status": "ok", "run_dir": str(d)} for d in dirs]) == \
+        (None, None) and len(calls) == 1
+
+
 def test_the_default_metric_is_the_first_alerts_else_the_first_rate() -> None:
     metrics = {"lat": {"plugin": "latency"}, "echo_rate": {"plugin": "rate"},
                "refusal_rate": {"plugin": "rate"}}
