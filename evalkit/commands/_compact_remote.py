@@ -40,10 +40,11 @@ STAGING_GRACE_S = 3600.0
 def compact_remote(remote: RemoteRunsDir, refs: list[str]) -> tuple[int, int, int]:
     """Compact the runs ``refs`` names (every run when empty) under ``remote``; ``(runs
     merged, parts merged, runs considered)``."""
-    runs = remote.list_runs()
+    listed = remote.objects(remote.root)  # (one listing, hidden objects included)
+    runs = remote.list_runs(listed)
     chosen = [remote.find(runs, ref, "compact") for ref in refs] if refs else runs
-    everything = remote.files_under(remote.root)
-    remote.remove_staging(remote.root, STAGING_GRACE_S)
+    everything = {info.path for info in listed}
+    remote.remove_staging(listed, STAGING_GRACE_S)
     merged = parts = 0
     scratch = Path(tempfile.mkdtemp(prefix="evalkit-compact-"))  # (0700: this user's)
     try:

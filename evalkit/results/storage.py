@@ -211,25 +211,18 @@ class RemoteRunsDir:
             raise ConfigError(f"{self.key}: there is no bucket '{target}' at {self.shown}; "
                               "create it (aws s3 mb s3://" + target + ") or fix the URL")
 
-    def list_runs(self) -> list[RemoteRun]:
+    def list_runs(self, objects: list[pafs.FileInfo] | None = None) -> list[RemoteRun]:
         """Each run (``<experiment>/<run_id>/manifest.json``) under the root with a readable
         manifest, in path order, with its status: a ``running`` run whose writer has
-        stopped (:func:`run_stopped`) is ``interrupted``."""
-        import pyarrow.fs as pafs
-
-        selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
-        try:
-            infos = self.fs.get_file_info(selector)
-        except OSError as exc:
-            raise _access_error(self.key, self.shown, self.shown, exc, None) from None
+        stopped (:func:`run_stopped`) is ``interrupted``. ``objects``: the root's
+        :meth:`objects`, when the caller listed them already."""
+        infos = self.objects(self.root) if objects is None else objects
         by_run: dict[str, list[str]] = {}
         marked: set[str] = set()  # runs whose compaction committed (:data:`SWAP_MARKER`)
         merged: dict[str, list[str]] = {}  # and their merged judgments
         manifests = []
         prefix = len(self.root) + 1 if self.root else 0
         for info in infos:
-            if info.type != pafs.FileType.File:
-                continue
             parts = info.path[prefix:].split("/")
             if len(parts) < 3:
                 continue
@@ -305,16 +298,19 @@ class RemoteRunsDir:
             return None
         return data if isinstance(data, dict) else None
 
-    def files_under(self, path: str) -> set[str]:
-        """The paths of every object under ``path``."""
+    def objects(self, path: str) -> list[pafs.FileInfo]:
+        """Every object under ``path`` (one recursive listing), with its size and time."""
         import pyarrow.fs as pafs
 
         selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
         try:
-            return {i.path for i in self.fs.get_file_info(selector)
-                    if i.type == pafs.FileType.File}
+            return [i for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
         except OSError as exc:
             raise _access_error(self.key, self.shown, self.shown, exc, None) from None
+
+    def files_under(self, path: str) -> set[str]:
+        """The paths of every object under ``path``."""
+        return {i.path for i in self.objects(path)}
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` is an object or holds one: an empty directory marker (pyarrow
@@ -445,19 +441,16 @@ class RemoteRunsDir:
                 dst.close()
             self.fs.delete_file(staging)
 
-    def remove_staging(self, path: str, older_than_s: float) -> int:
-        """Delete the staging objects (:func:`staging_name`) under ``path`` older than
-        ``older_than_s`` seconds (younger ones may be a live write's, about to be moved);
-        how many."""
+    def remove_staging(self, objects: list[pafs.FileInfo], older_than_s: float) -> int:
+        """Delete the staging objects (:func:`staging_name`) among ``objects`` (from
+        :meth:`objects`) older than ``older_than_s`` seconds (younger ones may be a live
+        write's, about to be moved); how many."""
         import contextlib
 
-        import pyarrow.fs as pafs
-
-        selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
         now = time.time()
         removed = 0
-        for info in self.fs.get_file_info(selector):
-            if info.type != pafs.FileType.File or not is_staging(info.base_name):
+        for info in objects:
+            if not is_staging(info.base_name):
                 continue
             if info.mtime is not None and now - info.mtime.timestamp() < older_than_s:
                 continue

@@ -241,7 +241,7 @@ class Staged:
         if (run_dir / PROGRESS).exists():  # (stopped: what a resume keeps) once the parts
             self._upload(run_dir, run_dir / PROGRESS)  # it names are all up
             files.append(run_dir / PROGRESS)
-        written = {f"{self.path}/{f.relative_to(run_dir).as_posix()}" for f in files}
+        written = {self._target(run_dir, f) for f in files}
         # (parts of the stopped run not written again, a finished run's progress)
         for path in sorted((self.stale | {f"{self.path}/{PROGRESS}"}) - written):
             with contextlib.suppress(FileNotFoundError):
