@@ -18,19 +18,24 @@ __all__ = ["assistant_text", "blocks_of", "chat_column", "langchain_messages", "
 _ASSISTANT = ("assistant", "model", "ai")
 
 
+def _loaded(value: Any) -> Any:
+    """``value``, or for text the JSON array it holds (None: text that holds none)."""
+    if not isinstance(value, str):
+        return value
+    stripped = value.lstrip()
+    if not stripped.startswith("["):
+        return None
+    try:
+        return orjson.loads(stripped)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def messages_of(value: Any) -> list[dict[str, Any]] | None:
     """``value`` as a list of messages (objects with a ``role``; JSON text is parsed;
     LangChain's wrappings removed: see ``langchain_messages``), else None: a value that is
     not chat-shaped stays as it is."""
-    if isinstance(value, str):
-        stripped = value.lstrip()
-        if not stripped.startswith("["):
-            return None
-        try:
-            value = orjson.loads(stripped)
-        except orjson.JSONDecodeError:
-            return None
-    value = langchain_messages(value)
+    value = langchain_messages(_loaded(value))
     if isinstance(value, list) and value and \
             all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value):
         return value
@@ -69,13 +74,7 @@ def blocks_of(value: Any) -> list[dict[str, Any]] | None:
     """``value`` as a list of content blocks (Anthropic's ``content``, OpenAI's content
     parts: objects with a ``type``, no ``role``; JSON text is parsed) with some text in
     them, else None."""
-    if isinstance(value, str):
-        if not value.lstrip().startswith("["):
-            return None
-        try:
-            value = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return None
+    value = _loaded(value)
     if isinstance(value, list) and value and \
             all(isinstance(b, dict) and isinstance(b.get("type"), str) and "role" not in b
                 for b in value) and any(_part_text(b) for b in value):
@@ -147,12 +146,12 @@ def chat_column(side: str, values: list[Any]) -> tuple[list[Any], dict[int, list
     candidates = [i for i, v in enumerate(values)
                   if v is not None and (type(v) is not str or v[:1] == "[")]
     for i in candidates:
-        value = values[i]
+        value = _loaded(values[i])  # (parsed once, for each of the shapes below)
         messages = messages_of(value)
         if messages is None and side == "output" and isinstance(value, dict) and \
                 value.get("role") in _ASSISTANT:
             messages = [value]
-        if messages is None and isinstance(value, list):  # typed items, messages among them
+        if messages is None and isinstance(values[i], list):  # typed items, messages among them
             messages = response_items(value)
         if messages is None:  # a message's content blocks alone: that message
             blocks = blocks_of(value)
