@@ -365,25 +365,26 @@ def finish(path: Path, plan: list[list[str]] | None = None,
 
     ranking, unranked = _ranking(done)
     side = ranking.side if ranking else None
-    rank_of: dict[str, Any] = {}
+    entries: list[Any] = [None] * len(done)  # each job's place in the ranking (a RankedRun)
     if ranking is not None:  # the jobs best first, the unranked and failed ones after
-        rank_of = {str(e.run_dir.resolve()): e for e in ranking.runs}
-        order = {str(e.run_dir.resolve()): k for k, e in enumerate(ranking.runs)}
-        done = sorted(done, key=lambda j: (order.get(
-            str(Path(j["run_dir"]).resolve()) if j.get("run_dir") else "", len(order)),
-            int(j["job"])))
+        rank_of = {str(e.run_dir.resolve()): (k, e) for k, e in enumerate(ranking.runs)}
+        found = [rank_of.get(str(Path(j["run_dir"]).resolve())) if j.get("run_dir") else None
+                 for j in done]
+        placed = sorted(zip(done, found, strict=True), key=lambda p: (
+            p[1][0] if p[1] is not None else len(rank_of), int(p[0]["job"])))
+        done = [j for j, _ in placed]
+        entries = [f[1] if f is not None else None for _, f in placed]
     labels = names_by_overrides([list(j.get("overrides") or []) for j in done],
                                 [f"job {j['job']}" for j in done])
     heads = [_headline(j.get("run_dir"), side) for j in done]
     names: list[str] = []
     if ranking is not None:  # the ranked metric first, with the ranking's value and interval
         names.append(ranking.metric)
-        for j, h in zip(done, heads, strict=True):
-            e = rank_of.get(str(Path(j["run_dir"]).resolve())) if j.get("run_dir") else None
+        from evalkit.runner.summary import _num
+
+        for e, h in zip(entries, heads, strict=True):
             h.pop(ranking.metric, None)
             if e is not None:
-                from evalkit.runner.summary import _num
-
                 h[ranking.metric] = (_num(e.value), _interval(e.ci_low, e.ci_high))
     for h in heads:
         names += [n for n in h if n not in names]
@@ -396,9 +397,7 @@ def finish(path: Path, plan: list[list[str]] | None = None,
                       f"(exit {j.get('exit', 1)})")
         statuses.append(status)
     runs = [Path(j["run_dir"]).name if j.get("run_dir") else "—" for j in done]
-    ranks = [rank_of[str(Path(j["run_dir"]).resolve())].rank
-             if j.get("run_dir") and str(Path(j["run_dir"]).resolve()) in rank_of else "—"
-             for j in done]
+    ranks = [e.rank if e is not None else "—" for e in entries]
     base = ([("rank", ranks)] if ranking is not None else []) + [
         ("job", [str(j["job"]) for j in done]), ("overrides", labels), ("status", statuses)]
     shown, with_ci, with_run = _fit(console.width, base, names, heads, runs,
