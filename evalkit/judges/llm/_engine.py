@@ -143,8 +143,9 @@ class Engine:
     """Calls one judge model. Concurrency and rate limits are the tightest asked for by any
     judge sharing the engine."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, run_id: str = "") -> None:
         self.endpoint = endpoint
+        self.run_id = run_id  # the run whose engines share this one's endpoint limit
         self.concurrency = 0
         self.rpm: TokenBucket | None = None
         self.tpm: TokenBucket | None = None
@@ -156,7 +157,6 @@ class Engine:
         self._shared: SharedLimits | None = None
         self.adaptive = True
         self._limit: AdaptiveLimit | None = None
-        self.run_id = ""  # the run whose engines share this one's endpoint limit
 
     def constrain(self, concurrency: int, rpm: int | None, tpm: int | None,
                   adaptive: bool = True) -> None:
@@ -498,7 +498,6 @@ def get_engine(endpoint: Endpoint, concurrency: int, rpm: int | None = None,
     its limits tightened as asked."""
     engine = _ENGINES.get((endpoint, run_id))
     if engine is None:
-        engine = _ENGINES[(endpoint, run_id)] = Engine(endpoint)
-        engine.run_id = run_id
+        engine = _ENGINES[(endpoint, run_id)] = Engine(endpoint, run_id)
     engine.constrain(concurrency, rpm, tpm, adaptive)
     return engine
