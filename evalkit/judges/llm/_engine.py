@@ -70,6 +70,13 @@ class Endpoint:
     wire_model: str | None = None  # aiohttp only: the model name sent in the request
     anonymous: bool = False  # a self-hosted OpenAI-compatible endpoint: send no provider key
 
+    @property
+    def limit_key(self) -> str:
+        """What one provider limit is spent by: the model at the configured endpoint, whatever
+        the transport (the lean one names the provider's key variable, litellm leaves it
+        to its own default: the same key)."""
+        return f"{self.model}|{self.api_base}"
+
 
 def resolve_endpoint(model: str, api_base: str | None, transport: str = "auto",
                      api_key_env: str | None = None) -> Endpoint:
@@ -176,15 +183,15 @@ class Engine:
     @property
     def limit(self) -> AdaptiveLimit:
         """The endpoint's adaptive rate and concurrency, below the configured ones: one per
-        model, endpoint and key, shared by its engines (the lean transport's and litellm's
-        calls spend one provider limit; a sweep's processes key it the same way)."""
+        :attr:`Endpoint.limit_key`, shared by its engines (the lean transport's and litellm's
+        calls spend one provider limit; a sweep's processes share it under the same key)."""
         if self._limit is None:
-            ep = self.endpoint
-            same = [e._limit for (other, run_id), e in _ENGINES.items()
-                    if e._limit is not None and run_id == self.run_id and
-                    (other.model, other.api_base, other.key_env) ==
-                    (ep.model, ep.api_base, ep.key_env)]
-            self._limit = same[0] if same else AdaptiveLimit(self.concurrency, self.adaptive)
+            key = self.endpoint.limit_key
+            same = next((e._limit for (other, run_id), e in _ENGINES.items()
+                         if e._limit is not None and run_id == self.run_id and
+                         other.limit_key == key), None)
+            self._limit = same if same is not None else \
+                AdaptiveLimit(self.concurrency, self.adaptive)
             self.constrain(self.concurrency, None, None, self.adaptive)
         return self._limit
 
@@ -393,8 +400,7 @@ class Engine:
     def _shared_limits(self) -> SharedLimits | None:
         """The limits shared with the other processes of a sweep (None outside one)."""
         if self._shared is None and (directory := limits_dir()) is not None:
-            ep = self.endpoint
-            self._shared = SharedLimits(directory, f"{ep.model}|{ep.api_base}",
+            self._shared = SharedLimits(directory, self.endpoint.limit_key,
                                         self.concurrency, self.rpm and round(self.rpm.rate * 60),
                                         self.tpm and round(self.tpm.rate * 60))
         return self._shared

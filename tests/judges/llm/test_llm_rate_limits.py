@@ -296,6 +296,18 @@ def test_both_transports_of_one_endpoint_share_its_limit(ctx, slow_llm):
     assert stats["refusals"] == limits.refused
 
 
+@pytest.mark.usefixtures("fresh_engines")
+def test_both_transports_of_a_providers_default_endpoint_share_its_limit():
+    """No api_base: the lean transport names the provider's key variable, litellm leaves it
+    to its own default; one endpoint all the same, so one limit (as a sweep keys it)."""
+    from evalkit.judges.llm._engine import get_engine, resolve_endpoint
+
+    lean = get_engine(resolve_endpoint("openai/gpt-4o-mini", None, "aiohttp"), 8)
+    lite = get_engine(resolve_endpoint("openai/gpt-4o-mini", None, "litellm"), 8)
+    assert lean is not lite
+    assert lean.limit is lite.limit
+
+
 def test_an_endpoint_that_answered_nothing_did_not_settle_at_a_rate(ctx, fake_llm):
     """Refused until the budget ran out: the summary says nothing was answered, not a pace
     the controller was left at as if the endpoint had taken it."""
