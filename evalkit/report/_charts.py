@@ -1,6 +1,9 @@
-"""The report's charts: matplotlib figures rendered to inline SVG (no pyplot, no GUI backend,
-no script in the page, text as SVG text so the page stays small). Labels come from the data
-(model names, judge labels), so mathtext is off: a ``$`` in a model name is a dollar sign."""
+"""The report's charts as inline SVG. Bars and intervals (histograms, label counts, forest
+plots, latency percentiles) are drawn by hand (:mod:`evalkit.report._svg`); the matrix,
+reliability and scatter charts are matplotlib figures rendered to SVG (no pyplot, no GUI
+backend, no script in the page, text as SVG text so the page stays small). Labels come from
+the data (model names, judge labels), so mathtext is off: a ``$`` in a model name is a
+dollar sign."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import io
 import math
 from collections.abc import Sequence
 from typing import Any
+
+from evalkit.report import _svg
 
 RAW = "#9aa5b1"
 FILTERED = "#1f6feb"
@@ -31,7 +36,7 @@ def _figure(width: float, height: float) -> Any:
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _svg(fig: Any) -> str:
+def _figure_svg(fig: Any) -> str:
     """The figure as an ``<svg>`` element (no XML prolog; ids unique in the page)."""
     import matplotlib
 
@@ -68,8 +73,6 @@ def _title(ax: Any, text: Any, width_in: float) -> None:
 def histogram(lo: float, hi: float, raw: Sequence[int], filtered: Sequence[int],
               title: str) -> str:
     """Score distribution of one judge: every record (raw) behind the included ones."""
-    from evalkit.report import _svg
-
     width = 440.0
     c = _svg.Canvas(width, 300)
     top = c.title(_short(title, 200))
@@ -97,8 +100,6 @@ def histogram(lo: float, hi: float, raw: Sequence[int], filtered: Sequence[int],
 
 def label_bars(labels: dict[str, tuple[int, int]], title: str) -> str:
     """Label counts of one judge, raw beside filtered."""
-    from evalkit.report import _svg
-
     names = list(labels)[:20]
     lo, hi = _svg.span([v for n in names for v in labels[n]], zero=True)
     c, left, _, scale, mids = _svg.rows_chart(
@@ -134,7 +135,7 @@ def stacked_shares(slices: list[str], categories: list[str],
     ax.set_xlabel("share of records (counts in the bars)")
     _title(ax, title, 6.4)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _svg(fig)
+    return _figure_svg(fig)
 
 
 def reliability(bins: list[dict[str, Any]], title: str) -> str:
@@ -163,7 +164,7 @@ def reliability(bins: list[dict[str, Any]], title: str) -> str:
     bottom.set_xlim(0, 1)
     bottom.set_xlabel("confidence")
     bottom.set_ylabel("records")
-    return _svg(fig)
+    return _figure_svg(fig)
 
 
 def agreement_matrix(names: list[str], cells: dict[tuple[str, str], dict[str, Any]],
@@ -198,7 +199,7 @@ def agreement_matrix(names: list[str], cells: dict[tuple[str, str], dict[str, An
     ax.set_yticks(range(k), [_short(n, 18) for n in names])
     _title(ax, title, fig.get_figwidth())
     fig.colorbar(image, ax=ax, shrink=0.8, label="Cohen's kappa")
-    return _svg(fig)
+    return _figure_svg(fig)
 
 
 def _num(v: Any) -> str:
@@ -221,15 +222,13 @@ def scatter(x: Sequence[float], y: Sequence[float], a: str, b: str, n: int) -> s
     ax.set_ylabel(_short(b))
     shown = f"{len(x):,} of {n:,} records (sampled)" if len(x) < n else f"{n:,} records"
     _title(ax, f"{a} vs {b}: {shown}", 4.2)
-    return _svg(fig)
+    return _figure_svg(fig)
 
 
 def forest(labels: list[str], values: list[float | None], lows: list[float | None],
            highs: list[float | None], title: str, xlabel: str = "value") -> str:
     """Values with their confidence intervals, one row per slice (or run); a row with no
     value says so."""
-    from evalkit.report import _svg
-
     labels, values, lows, highs = labels[:40], values[:40], lows[:40], highs[:40]
 
     def ok(v: float | None) -> bool:
@@ -254,8 +253,6 @@ def grouped_bars(groups: list[str], series: dict[str, list[float | None]], title
     """Bars per group (slice), one colour per series (e.g. p50/p95/p99); horizontal, so a
     slice's name is written whole on its own line (rotated names ran into each other). A
     series with no value in a group draws no bar there."""
-    from evalkit.report import _svg
-
     groups = groups[:20]
     k = max(len(series), 1)
     kept = {name: [v if v is not None and math.isfinite(v) else None for v in vals[:20]]
