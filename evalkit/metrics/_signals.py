@@ -25,14 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalkit.checks import DEFAULT_FLAG_AT
-from evalkit.metrics._stats import (
-    SLICEABLE,
-    Bounds,
-    check_slice_by,
-    mean_ci,
-    slice_sql,
-    value_groups,
-)
+from evalkit.metrics._stats import SLICEABLE, check_slice_by, mean_ci, slice_sql, value_groups
 from evalkit.paths import value_at
 from evalkit.results.schemas import RECORDS
 
@@ -300,7 +293,7 @@ def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
     usable = considered[~np.isnan(values[considered])]
     v = np.sort(values[usable])  # the mean's bits and resamples: a function of the values
     found = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence)
-    lo, hi, method = found
+    method = found[2]
     if method is not None:
         details = {**details, "ci_method": method}
     elif len(v) and cfg.n_boot > 0:  # a value without an interval says why
@@ -309,7 +302,7 @@ def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
     if include_excluded:
         details = {**details, "n_filtered": int(excluded[idx].sum())}
     return metric_row(metric, label, float(v.mean()) if len(v) else None,
-                      Bounds((lo, hi), getattr(found, "mc_error", None)),
+                      found.interval,
                       **row_counts(idx, excluded, considered, usable), details=details,
                       undefined=undefined)
 

@@ -84,9 +84,9 @@ statistics for a quantile) that the bootstrap converges to, instead of n_boot ×
 def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
             confidence: float = 0.95, proportion: bool = True,
             within: tuple[float, float] | None = None,
-            ) -> tuple[float | None, float | None, str | None]:
-    """``(low, high, method)`` of the mean of ``values`` (a :class:`Bounds`, whose
-    ``mc_error`` is the bootstrap's Monte-Carlo error where one was drawn):
+            ) -> Bounds:
+    """``(low, high, method)`` of the mean of ``values``, a :class:`Bounds` whose
+    ``mc_error`` is the bootstrap's Monte-Carlo error where one was drawn (else None):
 
     - values all 0 or 1 are a proportion: Wilson's interval (``"wilson"``,
       :func:`wilson_ci`), which does not collapse to a point at 0 or 1 as the bootstrap
@@ -109,10 +109,12 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
     ``(None, None, None)`` with no value, fewer than two that are not 0/1, values that are
     all equal (no spread to resample), or ``n_boot`` = 0 (no interval)."""
     found = _mean_ci(values, n_boot, seed, confidence, proportion)
+    if not isinstance(found, Bounds):  # a closed form, or no interval: no Monte-Carlo error
+        found = Bounds(found)
     if within is None or found[0] is None or found[1] is None:
         return found
     lo, hi = (float(np.clip(b, *within)) for b in found[:2])
-    return Bounds((lo, hi, found[2]), getattr(found, "mc_error", None))
+    return Bounds((lo, hi, found[2]), found.mc_error)
 
 
 def _mean_ci(values: np.ndarray, n_boot: int, seed: int, confidence: float,
@@ -189,8 +191,7 @@ def bootstrap_ci(
     ``values`` (1-D, or 2-D rows resampled together); the mean of 1-D values goes through
     :func:`mean_ci`. ``(None, None)`` with fewer than two values or ``n_boot`` = 0."""
     if stat is np.mean and values.ndim == 1:
-        found = mean_ci(values, n_boot, seed, confidence)
-        return Bounds(found[:2], getattr(found, "mc_error", None))
+        return mean_ci(values, n_boot, seed, confidence).interval
     if len(values) < 2 or n_boot <= 0:
         return None, None
     return _resampled(values, stat, n_boot, seed, confidence)
@@ -219,6 +220,12 @@ class Bounds(tuple):
         self = super().__new__(cls, values)
         self.mc_error = None if mc_error is None else float(mc_error)  # JSON: a number
         return self
+
+    @property
+    def interval(self) -> Bounds:
+        """``(low, high)`` alone (a :func:`mean_ci` result without its method), with the
+        same ``mc_error``."""
+        return Bounds(self[:2], self.mc_error)
 
 
 def share_mc_error(q: float, b: int) -> float:

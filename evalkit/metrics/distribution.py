@@ -13,7 +13,6 @@ import pyarrow.compute as pc
 from evalkit.metrics._judged import judged_cursor_group, judged_table
 from evalkit.metrics._signals import SliceConfig, metric_row
 from evalkit.metrics._stats import (
-    Bounds,
     mean_ci,
     quantile_ci,
     slice_sql,
@@ -122,9 +121,8 @@ class DistributionMetric(Metric):
             return None, None
         if suffix == "":
             # a record column of 0 and 1 (seconds, dollars) is an amount, not a share
-            found = mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"],
-                            proportion=self.config.column is None)
-            return Bounds(found[:2], getattr(found, "mc_error", None))
+            return mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"],
+                           proportion=self.config.column is None).interval
         return quantile_ci(arr, 0.5 if suffix == ".p50" else 0.95, boot["confidence"])
 
     def _rows(self, label: str, arr: np.ndarray, counts: dict[str, int],

@@ -30,7 +30,7 @@ from evalkit.metrics._signals import (
     parse_spec,
     reasons,
 )
-from evalkit.metrics._stats import Bounds, mean_ci
+from evalkit.metrics._stats import mean_ci
 from evalkit.plugin import Metric, Produces
 
 __all__ = [
@@ -199,8 +199,7 @@ class ExpectedCalibrationError(Metric):
             found = mean_ci((pv - yv) ** 2, cfg.n_boot, cfg.seed, cfg.confidence,
                             within=(0.0, 1.0))
             brier_method = found[2]
-            cis = [(None, None), (None, None),
-                   Bounds(found[:2], getattr(found, "mc_error", None))]
+            cis = [(None, None), (None, None), found.interval]
             bins = reliability_table(pv, yv, cfg.n_bins, cfg.binning)
             for k, stat in enumerate(("", ".mce", ".brier")):
                 details = {**base, "bins": bins} if stat == "" else base

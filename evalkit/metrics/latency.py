@@ -15,7 +15,7 @@ from evalkit.metrics._signals import (
     metric_row,
     row_counts,
 )
-from evalkit.metrics._stats import Bounds, mean_ci, quantile_cis, slice_sql
+from evalkit.metrics._stats import mean_ci, quantile_cis, slice_sql
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["LatencyConfig", "LatencyMetric"]
@@ -105,7 +105,7 @@ class LatencyMetric(Metric):
                                        undefined=undefined))
             # a latency or a count of 0 or 1 is an amount, not a flag: no Wilson interval
             found = mean_ci(v, cfg.n_boot, cfg.seed, cfg.confidence, proportion=False)
-            lo, hi, method = found
+            method = found[2]
             extra = {"what": f"mean of {cfg.column}"}
             if method:
                 extra["ci_method"] = method
@@ -115,7 +115,7 @@ class LatencyMetric(Metric):
                                     "from")
             rows.append(metric_row(f"{self.name}.mean", label,
                                    float(v.mean()) if len(v) else None,
-                                   Bounds((lo, hi), getattr(found, "mc_error", None)),
+                                   found.interval,
                                    **counts, details={**details, **extra},
                                    undefined=undefined))
         return rows
