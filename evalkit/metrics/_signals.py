@@ -25,7 +25,14 @@ import numpy as np
 import pyarrow as pa
 
 from evalkit.checks import DEFAULT_FLAG_AT
-from evalkit.metrics._stats import SLICEABLE, check_slice_by, mean_ci, slice_sql, value_groups
+from evalkit.metrics._stats import (
+    SLICEABLE,
+    check_slice_by,
+    mean_ci,
+    mean_ci_open,
+    slice_sql,
+    value_groups,
+)
 from evalkit.paths import value_at
 from evalkit.results.schemas import RECORDS
 
@@ -296,9 +303,8 @@ def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
     method = found[2]
     if method is not None:
         details = {**details, "ci_method": method}
-    elif len(v) and cfg.n_boot > 0:  # a value without an interval says why
-        details = {**details, "ci_open": "one value: no interval of a mean" if len(v) == 1
-                   else "every value is equal: no spread to build an interval from"}
+    else:  # a value without an interval says why
+        details = {**details, **mean_ci_open(len(v), cfg.n_boot)}
     if include_excluded:
         details = {**details, "n_filtered": int(excluded[idx].sum())}
     return metric_row(metric, label, float(v.mean()) if len(v) else None,

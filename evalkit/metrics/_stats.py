@@ -117,6 +117,17 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
     return Bounds((lo, hi, found[2]), found.mc_error)
 
 
+def mean_ci_open(n: int, n_boot: int, what: str = "value") -> dict[str, str]:
+    """``{"ci_open": why}`` for a mean of ``n`` values (``what`` they are, in the reason) to
+    which :func:`mean_ci` gave no interval though one was asked for (``n_boot`` > 0): one
+    value, or all equal; ``{}`` with no value or no interval asked for. The metrics that
+    take a mean's interval share it, so their reasons do not drift apart."""
+    if n < 1 or n_boot <= 0:
+        return {}
+    return {"ci_open": "one value: no interval of a mean" if n == 1 else
+            f"every {what} is equal: no spread to build an interval from"}
+
+
 def _mean_ci(values: np.ndarray, n_boot: int, seed: int, confidence: float,
              proportion: bool) -> tuple[float | None, float | None, str | None]:
     n = len(values)

@@ -30,7 +30,7 @@ from evalkit.metrics._signals import (
     parse_spec,
     reasons,
 )
-from evalkit.metrics._stats import mean_ci
+from evalkit.metrics._stats import mean_ci, mean_ci_open
 from evalkit.plugin import Metric, Produces
 
 __all__ = [
@@ -207,10 +207,9 @@ class ExpectedCalibrationError(Metric):
                     details = {**details, "ci_open": _NO_INTERVAL}
                 elif brier_method:
                     details = {**details, "ci_method": brier_method}
-                elif cfg.n_boot > 0 and values[k] is not None:
-                    details = {**details, "ci_open": "one value: no interval of a mean"
-                               if len(pv) == 1 else "every squared error is equal: no "
-                               "spread to build an interval from"}
+                elif values[k] is not None:
+                    details = {**details, **mean_ci_open(len(pv), cfg.n_boot,
+                                                         "squared error")}
                 rows.append(metric_row(self.name + stat, label, values[k], cis[k], **counts,
                                        details=details))
         return rows

@@ -15,7 +15,7 @@ from evalkit.metrics._signals import (
     metric_row,
     row_counts,
 )
-from evalkit.metrics._stats import mean_ci, quantile_cis, slice_sql
+from evalkit.metrics._stats import mean_ci, mean_ci_open, quantile_cis, slice_sql
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["LatencyConfig", "LatencyMetric"]
@@ -109,10 +109,8 @@ class LatencyMetric(Metric):
             extra = {"what": f"mean of {cfg.column}"}
             if method:
                 extra["ci_method"] = method
-            elif len(v) and cfg.n_boot > 0:
-                extra["ci_open"] = ("one value: no interval of a mean" if len(v) == 1 else
-                                    "every value is equal: no spread to build an interval "
-                                    "from")
+            else:
+                extra.update(mean_ci_open(len(v), cfg.n_boot))
             rows.append(metric_row(f"{self.name}.mean", label,
                                    float(v.mean()) if len(v) else None,
                                    found.interval,
