@@ -463,6 +463,7 @@ def _notes(stats: dict[str, _Stat], proposals: dict[str, Proposal]) -> list[str]
                          "list or dict (single quotes), not JSON: it is read as that text, "
                          "not as messages; write the file with json.dumps (pandas: to_json) "
                          "to have it read as messages")
+    said: set[str] = set()  # columns a note above says why they are not mapped
     if "latency_s" not in proposals:
         def ends(word: str) -> list[str]:
             return [p for p in stats if {word} & {w for st in _words(p) for w in st}
@@ -472,8 +473,8 @@ def _notes(stats: dict[str, _Stat], proposals: dict[str, Proposal]) -> list[str]
             notes.append(f"not mapped: latency_s: the rows have a start ({start[0]}) and an end "
                          f"({end[0]}) but no duration, and fields do not subtract; add a "
                          "duration to the file, or leave latency out")
+            said.add("latency_s")
     # the columns most metrics read, said when absent (not only left out of the mapping)
-    said = {n.split(":")[1].strip() for n in notes if n.startswith("not mapped:")}
     lacking = [c for c in ("input", "reference", "model", "latency_s", "cost_usd")
                if c not in proposals and c not in said]
     if lacking:
