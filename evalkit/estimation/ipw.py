@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from evalkit.estimation._estimate import Estimate, t_value
+from evalkit.metrics._intervals import wilson_at
 
 __all__ = ["ipw_mean", "n_h_total"]
 
@@ -128,11 +129,7 @@ def _interval(value: float, var: float, q: float, binary: bool) -> tuple[float, 
     se = float(np.sqrt(max(var, 0.0)))
     if not binary or not 0 < value < 1 or not var > 0:
         return value - q * se, value + q * se
-    n_eff = value * (1 - value) / var
-    centre = (value + q * q / (2 * n_eff)) / (1 + q * q / n_eff)
-    half = q / (1 + q * q / n_eff) * float(np.sqrt(value * (1 - value) / n_eff
-                                                   + q * q / (4 * n_eff ** 2)))
-    return centre - half, centre + half
+    return wilson_at(value, value * (1 - value) / var, q)
 
 
 def _weighted_variance(y: np.ndarray, w: np.ndarray) -> float:

@@ -36,7 +36,13 @@ def wilson_ci(successes: int, n: int, confidence: float = 0.95) -> tuple[float, 
 def _wilson(p: float, n: float, confidence: float) -> tuple[float, float]:
     """Wilson's interval of an observed proportion ``p`` at sample size ``n`` (which may be
     an effective, non-integer size)."""
-    z = _z(confidence)
+    return wilson_at(p, n, _z(confidence))
+
+
+def wilson_at(p: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson's interval of an observed proportion ``p`` at the (effective, possibly
+    non-integer) sample size ``n`` with the quantile ``z``: the normal one, or Student's t
+    where the variance behind ``n`` rests on few degrees of freedom (the IPW estimate)."""
     denom = 1.0 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z * float(np.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n))) / denom
