@@ -199,21 +199,34 @@ def closed_form_ci(stat: str, x: np.ndarray, y: np.ndarray, confidence: float,
     return proportion_ci(stat, x, y, confidence)
 
 
-def no_interval(n: int, n_boot: int) -> dict[str, str]:
-    """``{"ci_open": why}`` for a value that has no interval though one was asked for
-    (``n_boot`` > 0): one pair cannot be resampled, and beyond that every resample left the
-    statistic undefined; ``{}`` when no interval was asked for."""
-    if n_boot <= 0:
+def intervals(cols: list[np.ndarray], fns: dict[str, Batch], x: np.ndarray, y: np.ndarray,
+              n_boot: int, seed: int, confidence: float,
+              ) -> dict[str, tuple[float | None, float | None]]:
+    """The interval of each statistic in ``fns`` (those that have a value): Wilson-based
+    (:func:`closed_form_ci`, on the binary ratings ``x`` and ``y``) for one of
+    :data:`CLOSED_FORM`, else the bootstrap's (:func:`bootstrap`, ``fns`` over resamples of
+    ``cols``); none with ``n_boot`` = 0."""
+    cis = bootstrap(cols, {s: fn for s, fn in fns.items() if s not in CLOSED_FORM}, n_boot,
+                    seed, confidence)
+    if n_boot > 0:
+        cis.update({s: closed_form_ci(s, x, y, confidence) for s in fns if s in CLOSED_FORM})
+    return cis
+
+
+def interval_details(stat: str, ci: tuple[float | None, float | None],
+                     value: float | None, n: int, n_boot: int) -> dict[str, str]:
+    """``{"ci_method": how}`` of ``stat``'s interval ``ci`` over ``n`` pairs, or
+    ``{"ci_open": why}`` for a value left without one though one was asked for
+    (``n_boot`` > 0: one pair cannot be resampled, and beyond that every resample left the
+    statistic undefined); else ``{}``."""
+    if ci[0] is not None:
+        return {"ci_method": "wilson (agreement, margins fixed)"
+                if stat in LINEAR_IN_AGREEMENT else
+                "wilson" if stat in PROPORTIONS else "bootstrap"}
+    if value is None or ci[1] is not None or n_boot <= 0:
         return {}
     return {"ci_open": f"{n} pair(s): too few to resample for an interval" if n < 2 else
             "the statistic is undefined on too many resamples for an interval"}
-
-
-def ci_method(stat: str) -> str:
-    """The ``details.ci_method`` of ``stat``'s interval."""
-    if stat in LINEAR_IN_AGREEMENT:
-        return "wilson (agreement, margins fixed)"
-    return "wilson" if stat in PROPORTIONS else "bootstrap"
 
 
 def confusion(pred: np.ndarray, truth: np.ndarray) -> dict[str, int]:

@@ -80,15 +80,10 @@ class AgreementMetric(Metric):
                 i, j = _COLUMNS[reads]
                 return lambda *c: fns[stat](c[i], c[j])
 
-            cis = stats.bootstrap(
+            cis = stats.intervals(
                 cols, {stat: on(stat, reads) for stat, (_, reads, _) in STATISTICS.items()
-                       if values[stat][0] is not None and stat not in stats.CLOSED_FORM},
+                       if values[stat][0] is not None}, cols[2], cols[3],
                 cfg.n_boot, cfg.seed, cfg.confidence)
-            if cfg.n_boot > 0:  # binary statistics: Wilson's interval, not a bootstrap
-                cis.update({stat: stats.closed_form_ci(stat, cols[2], cols[3],
-                                                       cfg.confidence)
-                            for stat in STATISTICS if stat in stats.CLOSED_FORM
-                            and values[stat][0] is not None})
             # two pairs always correlate ±1 and three barely less: nothing bounds r there
             # (scipy's pearsonr(...).confidence_interval() is [-1, 1]), and the bootstrap
             # collapsed to [1, 1] at two pairs
@@ -105,9 +100,7 @@ class AgreementMetric(Metric):
                 value, why = values[stat]
                 ci = cis.get(stat, (None, None))
                 how = ({"ci_method": _WHOLE_RANGE} if stat in whole else
-                       {"ci_method": stats.ci_method(stat)} if ci[0] is not None else
-                       stats.no_interval(len(both), cfg.n_boot)
-                       if value is not None and ci[1] is None else {})
+                       stats.interval_details(stat, ci, value, len(both), cfg.n_boot))
                 rows.append(metric_row(f"{self.name}.{stat}", label, value, ci,
                                        **meta["counts"],
                                        details={**base, "what": what, **how},

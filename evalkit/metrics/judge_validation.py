@@ -57,15 +57,10 @@ class JudgeValidationMetric(Metric):
             pred, truth = pairs.a_bin[both], pairs.b_bin[both]
             values = {stat: stats.value(stat, fn, pred, truth)
                       for stat, (fn, _) in STATISTICS.items()}
-            cis = stats.bootstrap([pred, truth],
+            cis = stats.intervals([pred, truth],
                                   {stat: fn for stat, (fn, _) in STATISTICS.items()
-                                   if values[stat][0] is not None
-                                   and stat not in stats.CLOSED_FORM},
+                                   if values[stat][0] is not None}, pred, truth,
                                   cfg.n_boot, cfg.seed, cfg.confidence)
-            if cfg.n_boot > 0:
-                cis.update({stat: stats.closed_form_ci(stat, pred, truth, cfg.confidence)
-                            for stat in stats.CLOSED_FORM if stat in STATISTICS
-                            and values[stat][0] is not None})
             details = {**meta["info"], "threshold": cfg.threshold,
                        "threshold_b": cfg.threshold if cfg.threshold_b is None
                        else cfg.threshold_b,
@@ -75,9 +70,7 @@ class JudgeValidationMetric(Metric):
             for stat, (_, what) in STATISTICS.items():
                 value, why = values[stat]
                 ci = cis.get(stat, (None, None))
-                how = ({"ci_method": stats.ci_method(stat)} if ci[0] is not None else
-                       stats.no_interval(len(pred), cfg.n_boot)
-                       if value is not None and ci[1] is None else {})
+                how = stats.interval_details(stat, ci, value, len(pred), cfg.n_boot)
                 rows.append(metric_row(f"{self.name}.{stat}", label, value, ci,
                                        **meta["counts"],
                                        details={**details, "what": what, **how},
