@@ -20,14 +20,22 @@ def parts_of(path: str) -> Parts:
     return [int(p) if p.isdigit() else p for p in path.split(".")]
 
 
+_ABSENT = object()
+
+
 def walk(obj: Any, parts: Parts) -> Any:
     """The value at ``parts`` in ``obj``; ``None`` when any step is absent. An object that
     lacks a step's key may hold a key with dots in it (a CSV header ``meta.model``,
     OpenTelemetry's ``gen_ai.request.model``): then the longest run of the remaining steps,
     joined by dots, that is one of its keys is taken (a plain key always wins)."""
-    i, n = 0, len(parts)
-    while i < n:
-        part = parts[i]
+    steps = iter(parts)  # (an iterator: what is left of it when a key is absent is the rest)
+    for part in steps:
+        if type(obj) is dict:  # the usual step, first: one lookup
+            value = obj.get(part, _ABSENT)
+            if value is _ABSENT:
+                return _dotted_walk(obj, [part, *steps])
+            obj = value
+            continue
         if type(obj) is str and obj[:1] in ("{", "["):
             try:
                 obj = orjson.loads(obj)
@@ -38,20 +46,23 @@ def walk(obj: Any, parts: Parts) -> Any:
                 return None
             obj = obj[part]
         elif isinstance(obj, dict):
-            if part in obj:
-                obj = obj[part]
-            else:
-                for j in range(n, i + 1, -1):  # (only where the key is absent: no cost else)
-                    key = ".".join(map(str, parts[i:j]))
-                    if key in obj:
-                        obj, i = obj[key], j - 1
-                        break
-                else:
-                    return None
+            value = obj.get(part, _ABSENT)
+            if value is _ABSENT:
+                return _dotted_walk(obj, [part, *steps])
+            obj = value
         else:
             return None
-        i += 1
     return obj
+
+
+def _dotted_walk(obj: dict[Any, Any], rest: Parts) -> Any:
+    """The rest of a walk from ``obj``, which lacks the key ``rest[0]``: through its key that
+    joins the most of the steps ``rest`` with dots, else ``None``."""
+    for j in range(len(rest), 1, -1):
+        key = ".".join(map(str, rest[:j]))
+        if key in obj:
+            return walk(obj[key], rest[j:])
+    return None
 
 
 def value_at(obj: Any, path: str) -> Any:
