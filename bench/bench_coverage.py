@@ -41,11 +41,6 @@ P_SUCCESS = 0.6
 CLOSE = (0.95, 0.95)  # two judges that agree closely: sensitivity, specificity
 
 
-def _z(q: float) -> float:
-    from statistics import NormalDist
-    return NormalDist().inv_cdf(q)
-
-
 def _judge(rng: np.random.Generator, n: int, sens: float = SENSITIVITY,
            spec: float = SPECIFICITY) -> tuple[np.ndarray, np.ndarray]:
     truth = (rng.random(n) < PREVALENCE).astype(float)
@@ -181,7 +176,7 @@ def simulated() -> dict[str, tuple[float, Draw, bool]]:
     lat_mean = float(np.exp(SIGMA ** 2 / 2))
 
     def quantile(q: float) -> tuple[float, Draw, bool]:
-        return float(np.exp(SIGMA * _z(q))), lambda rng, n, b, s: quantile_interval(
+        return float(np.exp(SIGMA * st.norm.ppf(q))), lambda rng, n, b, s: quantile_interval(
             np.sort(rng.lognormal(0, SIGMA, n)), q, 0.95)[:2], False
 
     def clustered(rng: np.random.Generator, n: int, b: int, s: int) -> Interval:
