@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["Conversations"]
 
@@ -50,7 +51,11 @@ class Conversations:
         each turn record to the conversation up to its prompt; and per such record
         ``{"history_turns": n, "history_missing": k}``."""
         seen: dict[str, dict[int, tuple[Any, Any]]] = {}
-        cols = table.select(["record_id", "input", "output", "metadata"]).to_pylist()
+        # only a row whose metadata names a turn_index can be a turn: the others (every row
+        # of a source that is not a session's turns) are passed over in Arrow, not parsed
+        turns_only = table.filter(pc.fill_null(pc.match_substring(
+            table.column("metadata"), '"turn_index"'), False))
+        cols = turns_only.select(["record_id", "input", "output", "metadata"]).to_pylist()
         for row in cols:
             meta = _object(row["metadata"])
             key = _key(row["record_id"], meta) if meta is not None else None
