@@ -124,7 +124,7 @@ def compare_runs(run_a: Path, run_b: Path, *, n_boot: int = N_BOOT, max_boot: in
             raise EvalkitError(f"compare: runs {run_a.name} and {run_b.name} share no "
                                "record_id; a paired comparison needs the same inputs")
         ma, mb = a.metrics(only=only), b.metrics(only=only)
-        names = [n for n in ma if n in mb and (not only or n in only)]
+        names = [n for n in ma if n in mb]  # (both already kept to `only`)
         if not names:
             raise EvalkitError("compare: the runs configure no metric in common"
                                + (f" among {only}" if only else ""))
