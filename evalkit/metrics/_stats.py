@@ -299,6 +299,15 @@ def bootstrap_bounds(boot: np.ndarray, n: int, confidence: float, method: str = 
     return Bounds((lo, hi), max(errors) if errors else None)
 
 
+def index_bootstrap(fn: Callable[[np.ndarray], float], n: int, n_boot: int, seed: int,
+                    confidence: float) -> Bounds:
+    """The expanded percentile interval (:func:`bootstrap_bounds`) of ``fn`` over ``n_boot``
+    resamples of the indices ``0..n-1`` (:func:`resample_indices`): ``fn`` takes a row of
+    indices, so a statistic of whole clusters (a record's repeats) resamples the clusters."""
+    boot = np.array([fn(row) for block in resample_indices(n, n_boot, seed) for row in block])
+    return bootstrap_bounds(boot, n, confidence)
+
+
 def percentile_interval(boot: np.ndarray, alpha: float, method: str = "linear",
                         ) -> tuple[float | None, float | None]:
     """The ``alpha`` and ``1 - alpha`` quantiles of the bootstrap statistics ``boot``,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
-from evalkit.metrics._stats import bootstrap_bounds, resample_indices, slice_sql, wilson_ci
+from evalkit.metrics._stats import index_bootstrap, slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["JudgeBiasConfig", "JudgeBiasMetric", "model_family"]
@@ -91,9 +91,7 @@ class JudgeBiasMetric(Metric):
         cfg = self.config
         if n < 2 or not cfg.n_boot:
             return None, None
-        boot = np.array([fn(row) for block in resample_indices(n, cfg.n_boot, cfg.seed)
-                         for row in block])
-        return bootstrap_bounds(boot, n, cfg.confidence)
+        return index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
 
     def _length_rows(self, table: Any, value: np.ndarray, length: np.ndarray,
                      usable: np.ndarray) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from evalkit.checks import check_flag_at
 from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
-from evalkit.metrics._stats import bootstrap_bounds, resample_indices, slice_sql, wilson_ci
+from evalkit.metrics._stats import index_bootstrap, slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["RepeatabilityConfig", "RepeatabilityMetric", "fleiss_kappa"]
@@ -141,10 +141,7 @@ class RepeatabilityMetric(Metric):
             value = fn(np.arange(n)) if n else None
             ci: tuple[Any, Any] = (None, None)
             if value is not None and not np.isnan(value) and n >= 2 and cfg.n_boot:
-                boot = np.array([fn(row) for block in resample_indices(n, cfg.n_boot,
-                                                                       cfg.seed)
-                                 for row in block])
-                ci = bootstrap_bounds(boot, n, cfg.confidence)
+                ci = index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
             out.append(metric_row(f"{name}.{stat}", label, value, ci, **counts,
                                   details={"ci_method": "cluster bootstrap (records)",
                                            "repeats": k, "what": what},
