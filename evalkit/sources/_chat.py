@@ -151,7 +151,7 @@ def chat_column(side: str, values: list[Any]) -> tuple[list[Any], dict[int, list
         if messages is None and side == "output" and isinstance(value, dict) and \
                 value.get("role") in _ASSISTANT:
             messages = [value]
-        if messages is None and isinstance(values[i], list):  # typed items, messages among them
+        if messages is None and isinstance(value, list):  # typed items, messages among them
             messages = response_items(value)
         if messages is None:  # a message's content blocks alone: that message
             blocks = blocks_of(value)

@@ -32,3 +32,27 @@ def test_csv_mapping_and_rejects(tmp_path: Path, ctx: RunContext) -> None:
     assert "expected a number" in reasons["3"]
     assert "expected 5 cells" in reasons["4"]
     assert reasons["5"].startswith("not UTF-8")
+
+
+def test_responses_output_items_as_json_text_read_as_the_assistants_text(
+        tmp_path: Path, ctx: RunContext) -> None:
+    """OpenAI Responses' output items (a reasoning item, then the message) in a CSV cell are
+    JSON text: read as the assistant's text, as the same list is read in a JSON Lines file
+    and as ``evalkit init`` shows it, never judged as the JSON."""
+    import csv
+    import json
+
+    from evalkit.commands.init_mapping import propose, sample_rows
+
+    items = [{"type": "reasoning", "id": "rs_1", "summary": []},
+             {"type": "message", "role": "assistant", "id": "msg_1", "content": [
+                 {"type": "output_text", "text": "Rotate it in Settings.", "annotations": []}]}]
+    path = tmp_path / "responses.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows([["id", "prompt", "output"], ["1", "How?", json.dumps(items)]])
+    proposed = propose(sample_rows(path)).proposals["output"]
+    cfg = FileSourceConfig(path=str(path), record_id="id",
+                           fields={"input": "prompt", "output": "output"})
+    (row,) = read(CsvSource("c", cfg, ctx)).table.to_pylist()
+    assert row["output"] == proposed.example == "Rotate it in Settings."
+    assert json.loads(row["metadata"])["output_messages"] == [items[1]]
