@@ -46,18 +46,30 @@ def visible(text: Any, *, newlines: bool = False) -> str:
     return (_UNSAFE_BLOCK if newlines else _UNSAFE_LINE).sub(_escape, s)
 
 
-# what rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it; and an
-# unclosed one at the end, which a "]" after the text would close
-_RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?]|\[[a-z#/@][^[\]]*$)")
+# what rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it; an
+# unclosed one at the end, which a "]" after the text would close; or backslashes before any
+# other "[" (rich's plain text turns each "\\[" into "[")
+_RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?]|\[[a-z#/@][^[\]]*$)|(\\+)(?=\[)")
+
+
+def _escape_rich(match: re.Match[str]) -> str:
+    if match.group(3) is not None:  # "\\[" not a tag: rich drops one backslash, add one
+        return match.group(3) + "\\"
+    backslashes, tag = match.group(1), match.group(2)
+    if backslashes and not tag.endswith("]"):
+        # unclosed at the end: a tag if a "]" follows, plain text if not, and rich reads the
+        # backslashes differently in each; an empty tag between keeps them apart
+        return backslashes * 2 + "[b][/b]\\" + tag
+    return backslashes * 2 + "\\" + tag  # a tag: its backslashes doubled, then escaped
 
 
 def markup(text: Any, *, newlines: bool = False) -> str:
-    """``text`` to put inside a rich markup string: :func:`visible`, and every tag-like
-    ``[...]`` escaped (the backslashes before one doubled). Unlike ``rich.markup.escape`` it
-    adds nothing to a trailing backslash, so text followed by a space or the end prints as
-    it is; never place a tag right after it."""
-    return _RICH_TAG.sub(lambda m: m.group(1) * 2 + "\\" + m.group(2),
-                         visible(text, newlines=newlines))
+    """``text`` to put inside a rich markup string: :func:`visible`, every tag-like ``[...]``
+    escaped (the backslashes before one doubled) and a backslash added before any other
+    ``[`` that follows backslashes. Unlike ``rich.markup.escape`` it adds nothing to a
+    trailing backslash, so text followed by a space or the end prints as it is; never place
+    a tag or a ``[`` right after it."""
+    return _RICH_TAG.sub(_escape_rich, visible(text, newlines=newlines))
 
 
 def xml_text(text: Any) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from evalkit.safetext import csv_cell, markdown_text, markup, visible, xml_text
@@ -150,11 +150,14 @@ def test_the_pull_request_markdown_neutralises_links_images_html_mentions(
 # the functions themselves, over any text
 
 TEXT = st.text(st.characters(codec=None, categories=None), max_size=40) | st.sampled_from(
-    [*HOSTILE_MODELS, "model=[bold", "[link=x", "a\\"])
+    [*HOSTILE_MODELS, "model=[bold", "[link=x", "a\\", "\\[", "a\\\\[b", "\\\\\\[", "\\[1]"])
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(TEXT)
+@example("\\[")  # rich's plain text reads "\\[" as "["
+@example("\\[a")  # unclosed at the end: a tag before "]", plain text before " "
+@example("\\\\[a")
 def test_rich_prints_markup_text_as_visible_text(text: str) -> None:
     from rich.console import Console
 
