@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import shutil
 import sys
@@ -21,15 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from evalkit.numbers import number
 from evalkit.safetext import csv_cell, json_visible, markdown_text, visible
 
-__all__ = ["FORMATS", "add_format_arguments", "chosen_format", "emit", "number", "cell",
-           "plain"]
+__all__ = ["FORMATS", "add_format_arguments", "chosen_format", "emit", "cell"]
 
 FORMATS = ("table", "vertical", "csv", "json", "jsonl", "markdown", "parquet")
 _BY_SUFFIX = {"csv": "csv", "json": "json", "jsonl": "jsonl", "ndjson": "jsonl",
               "md": "markdown", "markdown": "markdown", "parquet": "parquet"}
-ZERO = 1e-12  # below this a float is rounding noise (a kappa of 8.86e-17 is 0)
 
 
 def add_format_arguments(parser: argparse.ArgumentParser, *, out: bool = True) -> None:
@@ -54,53 +52,6 @@ def chosen_format(fmt: str | None, out: str | None) -> str:
     if out:
         return _BY_SUFFIX.get(Path(out).suffix.lstrip(".").lower(), "table")
     return "table"
-
-
-def plain(value: float, digits: int = 4) -> str:
-    """``value`` rounded to ``digits`` significant digits, written out in positional notation
-    (``1830``, ``0.0000123``): never ``1.83e+03``, which reads as a different kind of number
-    to most people."""
-    if value == 0 or not math.isfinite(value):
-        return "0" if value == 0 else str(value)
-    places = digits - 1 - math.floor(math.log10(abs(value)))
-    text = f"{round(value, places):.{max(places, 0)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def mc_suffix(low: float | None, high: float | None, details: Any, digits: int = 4) -> str:
-    """``" ±e"`` to put after an interval whose bounds a bootstrap drew, when their
-    Monte-Carlo error e (``details.mc_error``; ``details`` a dict or its JSON text) could
-    change the last of the ``digits`` significant digits shown of a bound: another seed
-    would print other digits there. ``""`` otherwise."""
-    if isinstance(details, str):
-        import json
-
-        try:
-            details = json.loads(details)
-        except ValueError:
-            return ""
-    mc = details.get("mc_error") if isinstance(details, dict) else None
-    if not isinstance(mc, (int, float)) or not mc > 0:
-        return ""
-    shown = [abs(b) for b in (low, high) if b is not None and math.isfinite(b) and b != 0]
-    if not shown:
-        return ""
-    unit = 10.0 ** (math.floor(math.log10(min(shown))) - (digits - 1))
-    return f" ±{plain(float(mc), 1)}" if mc >= unit / 2 else ""
-
-
-def number(value: float) -> str:
-    """A float for people: four significant digits, no scientific notation for ordinary
-    sizes, and rounding noise shown as 0."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if abs(value) < ZERO:
-        return "0"
-    if abs(value) >= 1e4:
-        return f"{value:.0f}" if value == int(value) or abs(value) >= 1e6 else f"{value:.1f}"
-    return f"{value:.4g}"
 
 
 def cell(value: Any) -> str:

@@ -8,8 +8,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from evalkit.commands._output import add_format_arguments, chosen_format, emit, number
+from evalkit.commands._output import add_format_arguments, chosen_format, emit
 from evalkit.errors import EvalkitError
+from evalkit.numbers import number
 from evalkit.safetext import visible
 
 __all__ = ["add_arguments", "compare", "main"]

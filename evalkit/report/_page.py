@@ -54,7 +54,7 @@ def ci_text(lo: Any, hi: Any, details: Any = None) -> str:
     shown: ``[0.5213, 0.8407] ±0.002``."""
     if lo is None and hi is None:
         return ""
-    from evalkit.commands._output import mc_suffix
+    from evalkit.numbers import mc_suffix
 
     return (f"[{fmt(lo)}" if lo is not None else "(open") + ", " + \
         (f"{fmt(hi)}]" if hi is not None else "open)") + \

@@ -9,9 +9,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from evalkit.commands._output import plain
 from evalkit.config import AlertConfig, PluginInstance, RunConfig
 from evalkit.errors import ConfigError, JudgeErrorBudgetExceeded, RunFailed
+from evalkit.numbers import plain
 from evalkit.plugin import Metric, Produces
 from evalkit.redact import mask
 from evalkit.runner.summary import why_no_value

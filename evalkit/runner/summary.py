@@ -21,7 +21,7 @@ def _num(value: float | None) -> str:
         return "—"
     if value != value:  # NaN
         return "undefined"
-    from evalkit.commands._output import ZERO, plain
+    from evalkit.numbers import ZERO, plain
 
     if abs(value) < ZERO:  # rounding noise (a kappa of 8.86e-17) is 0
         return "0"
@@ -228,7 +228,7 @@ def print_summary(rc: RunConfig, result: RunResult, rejects: pa.Table) -> None:
         for r in rows:
             # a bound the data cannot reach is open (details.ci_open says why); a bootstrap's
             # bounds carry their Monte-Carlo error where it reaches the digits shown
-            from evalkit.commands._output import mc_suffix
+            from evalkit.numbers import mc_suffix
 
             ci = ("" if r["ci_low"] is None and r["ci_high"] is None else
                   ("(open" if r["ci_low"] is None else f"[{_num(r['ci_low'])}") + ", "

@@ -13,7 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from evalkit.commands._output import number, table_lines, vertical_lines
+from evalkit.commands._output import table_lines, vertical_lines
+from evalkit.numbers import number
 from tests.conftest import run_cli
 
 PIPE = {"COLUMNS": ""}  # a pipe with no width: what a script or `| less` gets

@@ -116,7 +116,7 @@ def test_a_bootstrap_bound_reports_its_monte_carlo_error():
 
 
 def test_the_monte_carlo_error_is_shown_where_it_reaches_the_digits_shown():
-    from evalkit.commands._output import mc_suffix
+    from evalkit.numbers import mc_suffix
     from evalkit.report._page import ci_text
 
     assert mc_suffix(0.5213, 0.8407, {"mc_error": 0.002}) == " ±0.002"

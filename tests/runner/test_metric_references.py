@@ -8,9 +8,9 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from evalkit.commands._output import plain
 from evalkit.config import load
 from evalkit.errors import ConfigError
+from evalkit.numbers import plain
 from evalkit.runner.pipeline import execute
 
 
