@@ -109,11 +109,12 @@ def paired_rows(a: RunTables, b: RunTables, ma: dict[str, Any], mb: dict[str, An
 class Split:
     """A paired change B − A over n records, cut in two: ``judge`` is the sum of the changes
     on records whose output is byte-identical, divided by n (only the judge could move
-    them), ``system`` the rest; judge + system = the paired change."""
+    them), ``system`` the rest; judge + system = the paired change. Both are None when no
+    record is in both runs (a slice each run fills with other records)."""
 
-    judge: float
+    judge: float | None
     judge_ci: tuple[float, float] | tuple[None, None]
-    system: float
+    system: float | None
     system_ci: tuple[float, float] | tuple[None, None]
     n_same: int
     n_changed: int
@@ -128,6 +129,8 @@ def split(p: Paired, n_boot: int, seed: int, confidence: float) -> Split:
     n = p.n
     judge_part = np.where(p.same_output, d, 0.0)
     system_part = np.where(p.same_output, 0.0, d)
+    if n == 0:
+        return Split(None, (None, None), None, (None, None), 0, 0)
     jj, ss = float(judge_part.sum() / n), float(system_part.sum() / n)
     if n < 2 or n_boot < 2:
         return Split(jj, (None, None), ss, (None, None), int(p.same_output.sum()),

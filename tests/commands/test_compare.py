@@ -117,3 +117,13 @@ def test_a_run_from_before_flag_at_is_recomputed_as_it_was(tmp_path):
     (new / "manifest.json").write_text(json.dumps(manifest))
     row = by_key(compare(old, new, n_boot=10))[("r", "all")]
     assert row["a"] == 0.75 and row["b"] == 0.25
+
+
+def test_a_slice_with_no_shared_record_splits_into_nothing_not_nan(tmp_path):
+    # model=a holds x, z in A but w, y in B: no record of the slice is in both runs
+    a = write_run(tmp_path, "A", [0.1, 0.2, 0.3], ids=["x", "y", "z"])
+    b = write_run(tmp_path, "B", [0.9, 0.2, 0.3, 0.4], ids=["w", "x", "y", "z"])
+    for row in compare(a, b, n_boot=10):
+        for key in ("judge_delta", "system_delta", "judge_ci_low", "system_ci_high"):
+            value = row.get(key)
+            assert value is None or np.isfinite(value), (row["slice"], key, value)
