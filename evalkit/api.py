@@ -137,7 +137,7 @@ def run(experiment: str | None = None, overrides: list[str] | tuple[str, ...] = 
     from hydra.errors import HydraException
 
     from evalkit import config as config_mod
-    from evalkit.runner.app import register_resolvers
+    from evalkit.runner.app import register_resolvers, unknown_option
     from evalkit.runner.conffiles import check_config_dirs, searched_dirs
     from evalkit.runner.pipeline import execute
 
@@ -150,6 +150,9 @@ def run(experiment: str | None = None, overrides: list[str] | tuple[str, ...] = 
     hydra_args = list(args)
     if user_conf.is_dir():
         hydra_args.append(f"hydra.searchpath=[file://{user_conf.resolve()}]")
+    unknown = unknown_option(hydra_args)  # Hydra's own error names no alternative
+    if unknown:
+        raise ConfigError(unknown)
     if not summary:
         hydra_args.append("++runner.summary=false")
     try:

@@ -106,3 +106,7 @@ def test_run_errors_name_the_problem(project: Path, monkeypatch: pytest.MonkeyPa
         evalkit.run("nope")
     with pytest.raises(ConfigError, match="did you mean 'threshold'"):
         evalkit.run("quickstart", ["judges.prompt_echo.treshold=0.5"])
+    # a group's config misspelt: the closest name and what the group has, as on the CLI
+    with pytest.raises(ConfigError, match="group source has no config 'jsnl'; did you mean "
+                                          "jsonl"):
+        evalkit.run("quickstart", ["source=jsnl"])
