@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from evalkit.analysis.metadata import metadata_object
 from evalkit.generate.messages import UNREPLAYABLE, openai_messages, system_text
 from evalkit.plugin import Call, Generator, LlmJudge, LlmJudgeConfig
 from evalkit.sources._chat import messages_of
@@ -63,15 +64,6 @@ class LlmGeneratorConfig(LlmJudgeConfig):
                                  f"{', '.join('{' + f + '}' for f in _TEMPLATE_FIELDS)}")
 
 
-def _metadata(record: dict[str, Any]) -> dict[str, Any]:
-    raw = record.get("metadata")
-    try:
-        value = orjson.loads(raw) if isinstance(raw, str) and raw else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 class _Fields(dict):
     """A record as ``str.format`` reads it: lists joined by blank lines, null as ''."""
 
@@ -84,10 +76,10 @@ def request_messages(config: LlmGeneratorConfig, record: dict[str, Any]) -> list
     if config.template is not None:
         fields = _Fields({k: ("\n\n".join(v) if isinstance(v, list) else "" if v is None else v)
                           for k, v in record.items() if k in _TEMPLATE_FIELDS})
-        fields["metadata"] = _metadata(record)
+        fields["metadata"] = metadata_object(record.get("metadata")) or {}
         messages = [{"role": "user", "content": config.template.format_map(fields)}]
     else:
-        meta = _metadata(record)
+        meta = metadata_object(record.get("metadata")) or {}
         # the list the source kept, else an input that is a message list's JSON text (a
         # message list left unmapped, or read with chat_messages: raw)
         recorded = messages_of(meta.get("input_messages")) or messages_of(record.get("input"))

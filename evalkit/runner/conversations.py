@@ -19,15 +19,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.analysis.metadata import metadata_object
+
 __all__ = ["Conversations"]
-
-
-def _object(text: Any) -> dict[str, Any] | None:
-    try:
-        value = orjson.loads(text) if isinstance(text, str) and text else {}
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _key(record_id: Any, meta: dict[str, Any]) -> tuple[str, int] | None:
@@ -57,7 +51,7 @@ class Conversations:
             table.column("metadata"), '"turn_index"'), False))
         cols = turns_only.select(["record_id", "input", "output", "metadata"]).to_pylist()
         for row in cols:
-            meta = _object(row["metadata"])
+            meta = metadata_object(row["metadata"])
             key = _key(row["record_id"], meta) if meta is not None else None
             if key is not None:
                 turns = seen.setdefault(key[0], self._turns.get(key[0], {}))
@@ -70,7 +64,7 @@ class Conversations:
         for i, (record_id, prompt) in enumerate(zip(chosen.column("record_id").to_pylist(),
                                                    chosen.column("input").to_pylist(),
                                                    strict=True)):
-            meta = _object(metadata[i])
+            meta = metadata_object(metadata[i])
             key = _key(record_id, meta) if meta is not None else None
             if key is None or meta is None:
                 continue

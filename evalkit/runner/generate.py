@@ -27,6 +27,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.analysis.metadata import metadata_object
 from evalkit.config import PluginInstance
 from evalkit.errors import EvalkitError
 from evalkit.redact import mask
@@ -113,7 +114,10 @@ class Generating:
             row["record_id"] = f"{record['record_id']}{CANDIDATE_SUFFIX}"
             row["side"] = "candidate"
             row["output"] = made.get("output") if isinstance(made.get("output"), str) else None
-            meta = _object(record.get("metadata"))
+            recorded = record.get("metadata")
+            meta = metadata_object(recorded)
+            if meta is None:  # kept whole beside the candidate's entry
+                meta = {"metadata": _json_or_text(recorded)}
             meta["generate"] = {"generator": self.inst.name, "recorded_id": record["record_id"],
                                 **history.get(record["record_id"], {}),
                                 **(made.get("details") or {})}
@@ -150,9 +154,8 @@ class Generating:
         self.plugin.close()
 
 
-def _object(text: Any) -> dict[str, Any]:
+def _json_or_text(text: str) -> Any:
     try:
-        value = orjson.loads(text) if isinstance(text, str) and text else {}
+        return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return {"metadata": text}
-    return value if isinstance(value, dict) else {"metadata": value}
+        return text
