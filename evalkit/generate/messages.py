@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from evalkit.sources._chat import part_text
+
 __all__ = ["UNREPLAYABLE", "openai_messages", "system_text"]
 
 UNREPLAYABLE = "unreplayable"
@@ -29,7 +31,6 @@ the record out of its share (counted apart)."""
 _ROLES = {"system": "system", "developer": "system", "user": "user", "human": "user",
           "assistant": "assistant", "model": "assistant", "ai": "assistant",
           "tool": "tool", "function": "tool", "ipython": "tool"}
-_TEXT = (None, "text", "input_text", "output_text")
 _SKIPPED = ("thinking", "redacted_thinking", "reasoning")
 
 
@@ -82,8 +83,8 @@ def _parts(message: dict[str, Any]) -> tuple[list[Any], list[dict[str, Any]],
             parts.append({"type": "text", "text": item})
         elif not isinstance(item, dict):
             raise ValueError(f"a message part is a {type(item).__name__}, not text or an object")
-        elif kind in _TEXT and isinstance(item.get("text", item.get("content")), str):
-            parts.append({"type": "text", "text": item.get("text", item.get("content"))})
+        elif (text := part_text(item)) is not None:
+            parts.append({"type": "text", "text": text})
         elif kind == "image_url":
             parts.append({"type": "image_url", "image_url": item.get("image_url")})
         elif kind in ("tool_call", "tool_use", "function_call"):

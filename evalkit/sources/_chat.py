@@ -12,8 +12,7 @@ from typing import Any
 import orjson
 
 __all__ = ["assistant_text", "blocks_of", "chat_column", "langchain_messages", "last_user_text",
-           "messages_of",
-           "message_text", "response_items", "with_messages"]
+           "message_text", "messages_of", "part_text", "response_items", "with_messages"]
 
 _ASSISTANT = ("assistant", "model", "ai")
 
@@ -77,7 +76,7 @@ def blocks_of(value: Any) -> list[dict[str, Any]] | None:
     value = _loaded(value)
     if isinstance(value, list) and value and \
             all(isinstance(b, dict) and isinstance(b.get("type"), str) and "role" not in b
-                for b in value) and any(_part_text(b) for b in value):
+                for b in value) and any(part_text(b) for b in value):
         return value
     return None
 
@@ -94,7 +93,9 @@ def response_items(value: Any) -> list[dict[str, Any]] | None:
     return None
 
 
-def _part_text(part: Any) -> str | None:
+def part_text(part: Any) -> str | None:
+    """The text of a message part: a string, or a text part (OpenAI's ``text`` /
+    ``input_text`` / ``output_text``, GenAI's untyped ``content``); None for any other."""
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
@@ -116,7 +117,7 @@ def message_text(message: dict[str, Any]) -> str:
         if isinstance(value, str):
             texts.append(value)
         elif isinstance(value, list):
-            texts += [t for t in map(_part_text, value) if t]
+            texts += [t for t in map(part_text, value) if t]
     return "\n".join(t for t in texts if t.strip())
 
 
