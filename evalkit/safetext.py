@@ -47,9 +47,10 @@ def visible(text: Any, *, newlines: bool = False) -> str:
 
 
 # what rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it; an
-# unclosed one at the end, which a "]" after the text would close; or backslashes before any
+# unclosed one at the end, which a "]" after the text would close; backslashes before any
 # other "[" (rich's plain text turns each "\\[" into "[")
 _RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?]|\[[a-z#/@][^[\]]*$)|(\\+)(?=\[)")
+_EMPTY_TAG = "[b][/b]"  # no text, no style: keeps what is before it apart from what follows
 
 
 def _escape_rich(match: re.Match[str]) -> str:
@@ -59,17 +60,23 @@ def _escape_rich(match: re.Match[str]) -> str:
     if backslashes and not tag.endswith("]"):
         # unclosed at the end: a tag if a "]" follows, plain text if not, and rich reads the
         # backslashes differently in each; an empty tag between keeps them apart
-        return backslashes * 2 + "[b][/b]\\" + tag
+        return backslashes * 2 + _EMPTY_TAG + "\\" + tag
     return backslashes * 2 + "\\" + tag  # a tag: its backslashes doubled, then escaped
 
 
 def markup(text: Any, *, newlines: bool = False) -> str:
     """``text`` to put inside a rich markup string: :func:`visible`, every tag-like ``[...]``
-    escaped (the backslashes before one doubled) and a backslash added before any other
-    ``[`` that follows backslashes. Unlike ``rich.markup.escape`` it adds nothing to a
-    trailing backslash, so text followed by a space or the end prints as it is; never place
-    a tag or a ``[`` right after it."""
-    return _RICH_TAG.sub(_escape_rich, visible(text, newlines=newlines))
+    escaped (the backslashes before one doubled), a backslash added before any other ``[``
+    that follows backslashes, and backslashes at the end closed off by an empty tag. It
+    prints as :func:`visible` shows it whatever follows it (the end, a space, a tag, ``[``
+    or ``]``; ``rich.markup.escape``'s output shows a trailing backslash doubled unless a
+    tag follows); only never follow it with letters that could finish a tag it opens
+    (``[`` + ``bold]``)."""
+    shown = visible(text, newlines=newlines)
+    body = shown.rstrip("\\")
+    # backslashes at the end would escape a tag after the text: literal ones, then a tag
+    end = "\\" * 2 * (len(shown) - len(body)) + _EMPTY_TAG if len(body) < len(shown) else ""
+    return _RICH_TAG.sub(_escape_rich, body) + end
 
 
 def xml_text(text: Any) -> str:

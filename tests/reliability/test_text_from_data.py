@@ -158,14 +158,19 @@ TEXT = st.text(st.characters(codec=None, categories=None), max_size=40) | st.sam
 @example("\\[")  # rich's plain text reads "\\[" as "["
 @example("\\[a")  # unclosed at the end: a tag before "]", plain text before " "
 @example("\\\\[a")
+@example("a\\")  # a backslash at the end escaped the tag after it
+@example("[@\\")  # and so did one ending an unclosed tag
 def test_rich_prints_markup_text_as_visible_text(text: str) -> None:
     from rich.console import Console
 
     text = text.replace("\t", " ")  # (rich expands tabs to spaces: harmless, not data lost)
 
     console = Console(file=io.StringIO(), width=10_000, color_system=None, highlight=False)
-    console.print(f"[bold]x[/] {markup(text)} [dim]y[/] \\[{markup(text)}]", soft_wrap=True)
-    assert console.file.getvalue() == f"x {visible(text)} y [{visible(text)}]\n"
+    # followed by a space, a tag, "]", "[" and the end
+    console.print(f"[bold]x[/] {markup(text)} [dim]y{markup(text)}[/] \\[{markup(text)}] "
+                  f"{markup(text)}\\[z] {markup(text)}", soft_wrap=True)
+    shown = visible(text)
+    assert console.file.getvalue() == f"x {shown} y{shown} [{shown}] {shown}[z] {shown}\n"
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
