@@ -45,9 +45,9 @@ def main(args: argparse.Namespace) -> int:
     if fmt == "parquet" and not args.out:
         raise QueryError("query: --format parquet needs --out FILE.parquet")
     if is_remote(args.runs_dir):  # object storage: see evalkit/results/storage.py
-        con = connect(args.runs_dir, run=args.run, include_unfinished=args.all_runs,
-                      lazy=True, key="--runs-dir", limits=limits)
-        return _answer(con, args, fmt, args.run, shown_url(args.runs_dir))
+        with connect(args.runs_dir, run=args.run, include_unfinished=args.all_runs,
+                     lazy=True, key="--runs-dir", limits=limits) as con:
+            return _answer(con, args, fmt, args.run, shown_url(args.runs_dir))
     runs_dir = Path(args.runs_dir)
     if not runs_dir.is_dir():
         raise QueryError(f"query: no runs directory at '{runs_dir.resolve()}'; run an "
@@ -59,10 +59,11 @@ def main(args: argparse.Namespace) -> int:
 
         run = find_run(args.run, runs_dir, "query", unfinished=args.all_runs)
         runs_dir = run.resolve().parent.parent
-    con = connect(runs_dir, run=run, include_unfinished=args.all_runs, lazy=True,
-                  limits=limits)
-    return _answer(con, args, fmt, run.name if run is not None else None,
-                   f"{runs_dir.resolve()}")
+    # (closed before the process ends: not left to the interpreter's teardown)
+    with connect(runs_dir, run=run, include_unfinished=args.all_runs, lazy=True,
+                 limits=limits) as con:
+        return _answer(con, args, fmt, run.name if run is not None else None,
+                       f"{runs_dir.resolve()}")
 
 
 def _answer(con, args: argparse.Namespace, fmt: str, run: str | None, where: str) -> int:

@@ -170,7 +170,12 @@ def time_limit(limits: Limits) -> Iterator[Callable[[Any], Any]]:
     try:
         yield watch
     finally:
+        # ended, not just told to end: a timer thread alive at the process's exit holds the
+        # connections it watches, and DuckDB torn down from there can end the process with
+        # std::terminate (exit -6; duckdb/duckdb#13904)
         timer.cancel()
+        timer.join()
+        watched.clear()
 
 
 def query_error(exc: Exception, limits: Limits, what: str = "query") -> QueryError:

@@ -95,3 +95,15 @@ def test_the_cli_says_so_in_one_line(runs: Path) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1
     proc = run_cli("query", "--memory-limit", "lots", "SELECT 1", cwd=runs.parent, check=False)
     assert proc.returncode == 2 and "not an amount of memory" in proc.stderr
+
+
+def test_a_query_leaves_no_timer_holding_its_connection(runs: Path) -> None:
+    # a timer thread still alive at exit holds the connection it watches: DuckDB torn down
+    # from there ended `evalkit query` with std::terminate (exit -6) under load
+    # (duckdb/duckdb#13904)
+    import threading
+
+    con = evalkit.connect(str(runs))
+    for _ in range(20):
+        con.sql("SELECT 1").fetchall()
+        assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
