@@ -1,43 +1,55 @@
 """A prevalence corrected for a binary judge's misclassification (Rogan and Gladen, Am. J.
-Epidemiol. 1978), with the delta-method interval of Lee, Zeng, Jeong, Sohn and Lee, "How to
-Correctly Report LLM-as-a-Judge Evaluations" (arXiv:2511.21140, 2025), which counts the
-uncertainty of the judge's sensitivity and specificity estimated from human labels, taken
-for the run's own records (below).
+Epidemiol. 1978): the share of records humans would flag, from the judge's verdict on every
+record and human labels on a simple random sample of them.
 
-With ``p`` the share of the ``n`` records the judge flags, and on the labelled records
-sensitivity ``q1`` (flagged among the ``m1`` the humans flag) and specificity ``q0``
-(not flagged among the ``m0`` the humans pass)::
+With ``p`` the share of the ``N`` records the judge flags, sensitivity ``q1`` and
+specificity ``q0``::
 
     theta = (p + q0 - 1) / (q0 + q1 - 1)
 
-The interval is the delta method's around the estimate made from adjusted proportions
-(``q0``, ``q1`` with one added to each side, Lang and Reiczigel, Prev. Vet. Med. 2014),
-which keeps it from collapsing when a count is 0 or at its maximum. Its estimand is the
-share of the run's own records the humans would flag (the all-labels truth): the judge's
-rate ``p`` over them is then known, not estimated, and the ``m = m0 + m1`` labels are drawn
-from those ``n`` records without replacement, so::
+Lee, Zeng, Jeong, Sohn and Lee, "How to Correctly Report LLM-as-a-Judge Evaluations"
+(arXiv:2511.21140, 2025) estimate ``q0``, ``q1`` on a separate calibration set and give the
+delta-method interval; its variance, from ``m`` labels,
+``[(1-theta) q0(1-q0) + theta q1(1-q1)] / (m J^2)`` with ``J = q0 + q1 - 1``, is the labels
+alone's ``theta(1-theta)/m`` only for a judge near perfect: 1.3-2.5 times as wide (in
+standard error) for judges with J = 0.37-0.62 (BEGIN, FRANK). Here the labels are a random
+sample of the very records the judge scored, and the judge's verdict on all of them is
+information about its error rates too. The maximum-likelihood estimate in that design
+(double sampling: Tenenbein, JASA 1970) is Rogan and Gladen's formula at the
+maximum-likelihood ``q0``, ``q1``, which is the predictive-value form::
 
-    var = (1 - m/n) [(1-theta)^2 q0(1-q0)/m0 + theta^2 q1(1-q1)/m1] / (q0 + q1 - 1)^2
+    theta = p * P(human flags | judge flags) + (1 - p) * P(human flags | judge passes)
 
-``finite=False`` gives Lee et al.'s interval for the rate of the process the records come
-from instead: ``p`` adjusted by z^2/2 on each side and ``p(1-p)/n`` added inside the
-brackets, without the ``1 - m/n``. Either is conservative when few labels fall in a class
-(the adjustment pulls ``q0 + q1`` toward 1, and the variance divides by its square): on 30
-labels of BEGIN it covers 0.95-0.99 at 90%; on 225 of FRANK 0.91-0.93.
+with the two rates from the labelled records of each verdict. It is the mean post-stratified
+by the verdict, whose variance (given the labels per verdict, ``n_v`` of ``N_v``; Holt and
+Smith, JRSS A 1979)::
 
-The interval is clipped to [0, 1]. It is refused when a class has fewer than
-``min_per_class`` labels or the judge is not shown better than chance: Youden's
-``J = q0 + q1 - 1`` (the correction divides by it) not significantly above 0, i.e. the
-lower bound of J's own interval at the same confidence (``J ± z·se``, se from the adjusted
-``q0``, ``q1`` as above) at or below 0. Then
-the set of prevalences the labels allow is unbounded (Fieller's: the denominator may be 0),
-and no delta-method interval around the ratio can cover."""
+    var = sum_v (N_v/N)^2 (1 - n_v/N_v) s_v^2 / n_v
+
+is ``E[var(y | verdict)] / m = (1 - rho^2) theta(1-theta) / m`` to first order, ``rho`` the
+judge-human correlation: never above the labels alone's, and below it for any judge
+better than chance (for 0/1 verdicts ``rho^2 = J^2 theta(1-theta) / (p(1-p))``). The
+interval is Wilson's at the effective sample size ``theta(1-theta)/var`` with Student's t
+at Satterthwaite's degrees of freedom, as for the stratified IPW estimate. Its estimand is
+the share of these records (the all-labels truth); ``finite=False`` adds ``S_y^2 / N`` for
+the rate of the process they come from. ``details`` holds the maximum-likelihood
+sensitivity and specificity and, beside them, the labelled records' own
+(``labelled_sensitivity``, ``labelled_specificity``).
+
+Refused (the reason in ``details.undefined``) when a human class has fewer than
+``min_per_class`` labels, or a verdict fewer than 2 (its rate's spread is unknown), and when
+the judge is not shown better than chance: Youden's ``J`` not significantly above 0, i.e.
+the lower bound of ``J ± z·se`` (``q0``, ``q1`` of the labels adjusted by one on each side,
+Lang and Reiczigel, Prev. Vet. Med. 2014) at or below 0. At ``J = 0`` the judge's verdict
+says nothing of the humans' (``rho = 0``): the correction can only repeat the labels alone,
+and a misclassification model whose error rates are not identified is no correction."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from evalkit.estimation._estimate import Estimate, z_value
+from evalkit.estimation._estimate import Estimate, t_value, z_value
+from evalkit.estimation.ipw import _interval, _weighted_variance
 
 __all__ = ["rogan_gladen"]
 
@@ -60,14 +72,13 @@ def rogan_gladen(judge_flags: np.ndarray, y: np.ndarray, f: np.ndarray,
     p = float(flags.mean())
     q1 = float(((f == 1) & (y == 1)).sum() / m1)
     q0 = float(((f == 0) & (y == 0)).sum() / m0)
-    details.update({"judge_rate": p, "sensitivity": q1, "specificity": q0})
+    details.update({"judge_rate": p, "sensitivity": q1, "specificity": q0,
+                    "labelled_sensitivity": q1, "labelled_specificity": q0})
     if q0 + q1 <= 1:
         return Estimate.refused("rogan_gladen", f"the judge is no better than chance on the "
                                 f"labelled records (sensitivity {q1:.3g} + specificity "
                                 f"{q0:.3g} <= 1)", **details)
     z = z_value(confidence)
-    # the judge's rate over these records is known; over the process it is a sample's
-    pt = p if finite else (n * p + z * z / 2) / (n + z * z)
     q1t = (m1 * q1 + 1) / (m1 + 2)
     q0t = (m0 * q0 + 1) / (m0 + 2)
     youden = q0t + q1t - 1
@@ -82,14 +93,46 @@ def rogan_gladen(judge_flags: np.ndarray, y: np.ndarray, f: np.ndarray,
                                 f"significantly above 0 ({confidence:.0%} lower bound "
                                 f"{youden - z * se_j:.3g}, from {m1} and {m0} labels)",
                                 **details)
-    value = float(np.clip((p + q0 - 1) / (q0 + q1 - 1), 0.0, 1.0))
-    centre = float(np.clip((pt + q0t - 1) / youden, 0.0, 1.0))
-    labels = ((1 - centre) ** 2 * q0t * (1 - q0t) / m0 + centre ** 2 * q1t * (1 - q1t) / m1)
-    if finite:  # the labels are drawn without replacement from these n records
-        var = max(1 - (m0 + m1) / n, 0.0) * labels / youden ** 2
-    else:
-        var = (pt * (1 - pt) / n + labels) / youden ** 2
-    half = z * float(np.sqrt(var))
-    details["youden"] = q0 + q1 - 1
-    return Estimate("rogan_gladen", value, max(0.0, centre - half), min(1.0, centre + half),
-                    details)
+    # The labels are a random sample of these records: the judge's verdict on all of them
+    # is information about its error rates too. The maximum-likelihood estimate of the
+    # prevalence in this design (Tenenbein 1970) is the share of each verdict times the
+    # humans' rate among the labelled records with that verdict: Rogan and Gladen's formula
+    # at the maximum-likelihood sensitivity and specificity.
+    shares, rates, terms, weights = [], [], [], np.zeros(len(y))
+    for v in (1.0, 0.0):
+        in_v = f == v
+        big_v, n_v = int((flags == v).sum()), int(in_v.sum())
+        if n_v < 2:  # (both verdicts occur here: a judge of one verdict is at chance)
+            return Estimate.refused("rogan_gladen", f"too few labels in a class: {n_v} of the "
+                                    f"records the judge {'flags' if v else 'passes'} (at least "
+                                    "2, for the humans' rate among them and its spread)",
+                                    **details)
+        share, rate = big_v / n, float(y[in_v].mean())
+        shares.append(share)
+        weights[in_v] = big_v / n_v
+        rates.append(rate)
+        # post-stratified by the verdict (conditional on n_v, Holt and Smith 1979): drawn
+        # without replacement from these records, so (1 - n_v/N_v)
+        spread = float(np.var(y[in_v], ddof=1))
+        terms.append((share ** 2 * max(1 - n_v / big_v, 0.0) * spread / n_v, n_v - 1))
+    value = float(np.dot(shares, rates))
+    var = sum(t for t, _ in terms)
+    if not finite:
+        # these records are themselves a draw from the process: their own share varies
+        # around its rate by S_y^2 / N (the labels weighted by 1/pi = N_v / n_v)
+        extra = _weighted_variance(y, weights) / n
+        var += extra
+        terms.append((extra, m0 + m1 - 1))
+    if not var > 0:
+        return Estimate.refused("rogan_gladen", "the labels leave no spread to estimate the "
+                                "judge's error from (all alike within each verdict): the "
+                                "interval would have no width; label more records", **details)
+    den = sum(t * t / d for t, d in terms if d > 0)
+    df = var * var / den if den > 0 else float(m0 + m1 - 1)
+    low, high = _interval(value, var, t_value(confidence, max(df, 1.0)), binary=True)
+    if 0 < value < 1:  # the maximum-likelihood ones (those of the labels stay beside)
+        details["sensitivity"] = p * rates[0] / value
+        details["specificity"] = (1 - p) * (1 - rates[1]) / (1 - value)
+    details.update({"youden": details["sensitivity"] + details["specificity"] - 1,
+                    "df": float(df), "estimator": "maximum likelihood (predictive values)"})
+    return Estimate("rogan_gladen", value, low, high, details)

@@ -120,16 +120,25 @@ def test_ipw_with_every_record_labelled_is_exact_for_these_records():
     assert est.low < y_all.mean() < est.high
 
 
-def test_rogan_gladen_inverts_a_known_misclassification():
-    # 1000 records, truth 30% flagged; the judge finds 80% of them and passes 90% of the rest
+def test_rogan_gladen_is_the_maximum_likelihood_correction():
+    # 1000 records, truth 30% flagged; the judge finds 80% of them and passes 90% of the rest.
+    # The 30 labels are a random sample of these records, so the judge's verdict on all 1000
+    # tells the sensitivity and specificity too: their maximum-likelihood values (Tenenbein
+    # 1970) put in Rogan and Gladen's formula give the predictive-value form
+    # sum_v share(v) * P(human flags | verdict v)
     flags = np.array([1] * 240 + [0] * 60 + [1] * 70 + [0] * 630, dtype=float)
     y = np.array([1] * 10 + [0] * 20, dtype=float)
     f = np.array([1] * 8 + [0] * 2 + [1] * 2 + [0] * 18, dtype=float)
     est = rogan_gladen(flags, y, f, 0.95)
-    p, q1, q0 = 0.31, 0.8, 0.9
+    p, ppv, fomr = 0.31, 8 / 10, 2 / 20
+    value = p * ppv + (1 - p) * fomr
+    q1, q0 = p * ppv / value, (1 - p) * (1 - fomr) / (1 - value)
+    assert est.value == pytest.approx(value)
     assert est.value == pytest.approx((p + q0 - 1) / (q0 + q1 - 1))
-    assert est.low < est.value < est.high
     assert est.details["sensitivity"] == pytest.approx(q1)
+    assert est.details["specificity"] == pytest.approx(q0)
+    assert est.details["labelled_sensitivity"] == pytest.approx(0.8)
+    assert est.low < est.value < est.high
 
 
 def test_rogan_gladen_refuses_a_chance_judge_and_too_few_labels():
