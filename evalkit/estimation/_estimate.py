@@ -37,14 +37,11 @@ def z_value(confidence: float) -> float:
 
 
 def t_value(confidence: float, df: float) -> float:
-    """The two-sided Student t quantile of ``confidence`` with ``df`` degrees of freedom, by
-    the Cornish–Fisher expansion around the normal one (Abramowitz and Stegun 26.7.5; within
-    0.1% of the exact value from 3 degrees of freedom up), so no scipy at run time."""
-    z = z_value(confidence)
+    """The two-sided Student t quantile of ``confidence`` with ``df`` degrees of freedom
+    (:func:`~evalkit.metrics._intervals.t_quantile`: exact, so no scipy at run time);
+    infinite at no degree of freedom."""
+    from evalkit.metrics._intervals import t_quantile
+
     if df <= 0:
         return float("inf")
-    g1 = (z ** 3 + z) / 4
-    g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96
-    g3 = (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384
-    g4 = (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df ** 2 + g3 / df ** 3 + g4 / df ** 4
+    return t_quantile(0.5 + confidence / 2, df)
