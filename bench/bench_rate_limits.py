@@ -13,6 +13,8 @@ as OpenAI's and Anthropic's):
 - tokens a minute, scaled to a second (40 calls' worth), with and without headers;
 - calls in flight (8: 40 a second at 200 ms), no header;
 - requests a second lowered mid-run (60, then 30 after 200 calls);
+- requests a minute, scaled: a bucket of 240 calls refilled at 20 a second, no header;
+- an outage (every request refused, no header, for 8 s; then for 20 s), then 100 a second;
 - no limit at all, the reference of the next kind (ideal: the calls in rounds of
   ``concurrency``);
 - no limit, 5% of requests refused at random whatever the load (a 429 with no header; then
@@ -53,6 +55,9 @@ KINDS: dict[str, dict] = {
     "tokens/min, x-ratelimit": {"tokens_per_s": RATE * TOKENS_PER_CALL, "headers": True},
     "calls in flight": {"in_flight": int(RATE * LATENCY), "retry_after": False},
     "requests/s lowered mid-run": {"rps": 60.0, "then": [200, {"rps": 30.0}]},
+    "requests/min-style, no header": {"rps": 20.0, "burst_s": 12.0, "retry_after": False},
+    "8 s outage, then 100/s": {"outage_s": 8.0, "rps": 100.0, "retry_after": False},
+    "20 s outage, then 100/s": {"outage_s": 20.0, "rps": 100.0, "retry_after": False},
     "no limit": {},
     "5% shed at random, no limit": {"shed": 0.05, "retry_after": False},
     "5% shed + 200 ms, no limit": {"shed": 0.05, "retry_after": False,
@@ -81,8 +86,9 @@ def ideal_s(limits: dict, n: int, tokens: int, concurrency: int) -> float:
     if "then" in limits:
         after, later = limits["then"]
         return after / limits["rps"] + (n - after) / later["rps"]
-    if "rps" in limits:
-        return n / limits["rps"]
+    if "rps" in limits:  # (the bucket full at the start: its burst is taken at once)
+        burst = limits["rps"] * limits.get("burst_s", 1.0) if "burst_s" in limits else 0.0
+        return limits.get("outage_s", 0.0) + max(n - burst, 0.0) / limits["rps"]
     if "tokens_per_s" in limits:
         return tokens / limits["tokens_per_s"]
     if "in_flight" in limits:

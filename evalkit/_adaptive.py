@@ -5,10 +5,18 @@ judge engine, the Langfuse client) and, through a state file, by a sweep's proce
 - **Rate** (calls a second). Unpaced until the endpoint first refuses (429, or an overload:
   529, a 503 with ``Retry-After``). A refusal sets the rate a little under what the endpoint
   accepted over the last second (never below half the rate it cuts); one cut per round trip
-  (the calls sent within one of the last cut knew nothing of it); no more cuts once a run of
-  refusals quartered it with no fewer refused (not the pace's doing). Each success grows the
+  (the calls sent within one of the last cut knew nothing of it); once the refusals span a
+  few round trips, a little under what it accepted since they began, if less (the last
+  second may hold a bucket's burst, spent since). Each success grows the
   rate again: slowly for ``PLATEAU_S`` near the rate refused last, then faster the longer no
   call was refused, so a limit raised mid-run is found in seconds.
+- **Half-open**. Refused whatever the pace (``_MIN_N`` refusals in a row, spanning ``_DOWN_S``
+  at least before any answer; or a run of cuts
+  that quartered the pace with no fewer refused: an outage, a bucket of a minute's calls
+  spent), the crowd stops: one probe at a time, a round trip apart, doubling per refused
+  probe up to ``PROBE_CAP_S``; the first answered reopens the endpoint at the rate accepted
+  since the refusals began, after an outage from a call a round trip, doubling each round
+  trip (TCP's slow start). In a sweep each process probes on its own.
 - **Calls in flight**. Refusals of calls sent with more calls in flight than (nearly: the top
   5%, a call overtaking one sent before it, aside) any accepted call had lately, three times
   as many as were accepted up there and hardly any refused with fewer, say the limit is on
@@ -55,6 +63,12 @@ _BUCKETS = 20
 _WINDOW_STEP_S = 1.0  # a closed window reopens one call per this many quiet seconds
 _PEAK_S = 5.0  # the most calls in flight accepted is remembered for 5-10 s
 _RECHECK_S = 0.25  # a caller waiting for a pace slot looks again at least this often
+PROBE_CAP_S = 1.0  # half-open: the longest wait between two probes (a recovery seen this soon)
+_PROBE_POLL_S = 0.05  # half-open: a caller waiting for its turn to probe looks this often
+_DOWN_PROBES = 3  # probes refused in a row: the endpoint was down, not merely slower
+# before any answer, refusals in a row say "down" only over this long (a limit on calls in
+# flight refuses every call but the first few until those few come back)
+_DOWN_S = 0.25
 # A refusal among mostly answered calls is the provider shedding at random, not load: when
 # at most NOISE of the last _RECENT answers (counted as at least _MIN_N) were refusals, and
 # not most of them, a refusal neither cuts the rate nor closes the window (a limit overshot
@@ -76,6 +90,11 @@ class SharedState(Protocol):
 
 
 _SYNC_S = 0.1  # a process looks at the shared state at most this often
+
+
+class StillRefusing(Exception):
+    """The endpoint stayed half-open (refusing every probe) past the time a caller could
+    wait (``acquire``'s ``give_up_s``): its calls fail one by one, not one a probe."""
 
 
 class Ticket(NamedTuple):
@@ -130,6 +149,17 @@ class AdaptiveLimit:
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._recent: collections.deque[bool] = collections.deque()  # True: refused
         self._recent_refused = 0
+        # half-open (an endpoint refusing whatever the pace): one probe call at a time
+        self._probing = False
+        self._probe_gap = 0.0  # seconds between probes, doubled by each refused probe
+        self._probe_next = 0.0  # the earliest time the next probe may go
+        self._probe_out: float | None = None  # the probe on the wire (its ticket's sent)
+        self._probes_refused = 0  # in a row, this half-open spell
+        self._refused_run = 0  # answers in a row that were refusals
+        self._run_at = 0.0  # ... the first of them
+        self._episode_at = 0.0  # an episode's first cut, and the calls answered before it
+        self._episode_oks = 0
+        self._ssthresh: float | None = None  # reopened after an outage: doubling up to this
 
     # --- the caller's side ------------------------------------------------------------
 
@@ -138,6 +168,7 @@ class AdaptiveLimit:
         endpoint and the window has room. None: ``await acquire()``."""
         now = time.monotonic()
         if self.held >= self.window or self.paused_until > now or self.rate is not None \
+                or self._probing \
                 or self.hint is not None or (self.shared is not None
                                              and now - self._synced >= _SYNC_S):
             return None
@@ -148,8 +179,12 @@ class AdaptiveLimit:
             self._first_sent = now
         return Ticket(now, self.sent + self._others)
 
-    async def acquire(self) -> Ticket:
-        """Wait for the endpoint: the end of a pause, a place in the window, a pace slot."""
+    async def acquire(self, give_up_s: float | None = None) -> Ticket:
+        """Wait for the endpoint: the end of a pause, a place in the window, a pace slot.
+        Raises :class:`StillRefusing` when it is half-open and ``give_up_s`` seconds passed
+        (the caller's budget for being refused: waiting its turn to probe, every caller
+        would fail one a probe, seconds apart)."""
+        give_up = None if give_up_s is None else time.monotonic() + give_up_s
         while self.held >= self.window:
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
@@ -159,6 +194,7 @@ class AdaptiveLimit:
                 if not waiter.done():
                     waiter.cancel()
         self.held += 1
+        probe = False
         try:
             while True:
                 now = time.monotonic()
@@ -166,6 +202,16 @@ class AdaptiveLimit:
                     self._pull(now)
                 if self.paused_until > now:
                     await asyncio.sleep(min(self.paused_until - now, _RECHECK_S))
+                    continue
+                if self._probing:  # half-open: the probe goes alone, every other call waits
+                    if give_up is not None and now >= give_up:
+                        raise StillRefusing(f"every call refused for {self._probe_span(now)}")
+                    if self._probe_out is None and self._probe_next <= now:
+                        self._probe_out = now
+                        probe = True
+                        break
+                    await asyncio.sleep(max(min(self._probe_next - now, _RECHECK_S),
+                                            _PROBE_POLL_S))
                     continue
                 rate = self.effective_rate()
                 if rate is None:
@@ -186,6 +232,8 @@ class AdaptiveLimit:
             raise
         self.sent += 1
         now = time.monotonic()
+        if probe:
+            self._probe_out = now  # (known by its ticket's time)
         if self.rate is None:
             self._tried += 1
             self._first_sent = min(self._first_sent, now)
@@ -198,6 +246,7 @@ class AdaptiveLimit:
         self._done()
         self._count(now)
         self._oks += 1
+        self._refused_run = 0
         self._outcome(False)
         latency = now - ticket.sent
         self._latency = latency if self._latency is None else \
@@ -213,6 +262,8 @@ class AdaptiveLimit:
             # taken with more in flight than the window has (in a sweep the other
             # processes' calls are counted as they were up to 0.1 s ago: not this sure)
             self.window = min(self.ceiling, ticket.in_flight)
+        if self._probing and self.adaptive:
+            self._reopen(now)
         if tokens:
             self._tokens_per_call = tokens if self._tokens_per_call is None else \
                 0.9 * self._tokens_per_call + 0.1 * tokens
@@ -228,12 +279,18 @@ class AdaptiveLimit:
             near = (self.rate >= 0.97 * self._refused_rate and quiet < PLATEAU_S) or \
                 now - self._refused_at < PLATEAU_S
             growth = GROWTH * (0.1 if near else 1 + min(quiet, 30.0))
-            self.rate *= 1 + growth * min(now - self._grown_at, 1.0)
+            if self._ssthresh is not None:  # back from an outage: doubling each round trip
+                self.rate = min(self._ssthresh, self.rate * 2 ** (
+                    min(now - self._grown_at, 1.0) / max(self._latency or 0.0, 0.05)))
+                if self.rate >= self._ssthresh:
+                    self._ssthresh = None
+            else:
+                self.rate *= 1 + growth * min(now - self._grown_at, 1.0)
             # while another limit binds (the window, the caller's), the pace would run away
             accepted = self.accepted_rate(now)
             # (not while refusals come: few answered then says nothing of the demand)
             if accepted is not None and quiet > 1.0 and self.shared is None and \
-                    now - self._refused_at > 1.0:
+                    now - self._refused_at > 1.0 and self._ssthresh is None:
                 self.rate = min(self.rate, max(2 * accepted, MIN_RATE))
             # (in a sweep, at least: no more than twice what the window lets through)
             self.rate = min(self.rate, 2 * self.window / max(self._latency or 0.0, 0.001))
@@ -270,6 +327,25 @@ class AdaptiveLimit:
             paused = True
         if quotas:
             self.learn(quotas, now)
+        self._ssthresh = None  # (the first refusal ends a doubling)
+        if self._probing and self.adaptive:
+            if ticket.sent == self._probe_out:  # the probe refused: wait twice as long
+                self._probe_out = None
+                self._probes_refused += 1
+                self._probe_gap = min(2 * self._probe_gap, PROBE_CAP_S)
+                self._probe_next = now + self._probe_gap
+            if self.shared is not None:
+                self._push(now)
+            return paused  # (calls sent before it went half-open: old news)
+        self._refused_run += 1
+        if self._refused_run == 1:
+            self._run_at = now
+        if self.adaptive and self._refused_run >= _MIN_N and \
+                (self._oks or now - self._run_at >= _DOWN_S):  # nothing gets through
+            self._half_open(now, self._latency or now - ticket.sent)
+            if self.shared is not None:
+                self._push(now)
+            return paused
         try:
             self._react(ticket, now)
         finally:
@@ -300,16 +376,23 @@ class AdaptiveLimit:
         if now - self._congested_at > PLATEAU_S:  # the first of an episode of refusals
             self._episode = (self.rate if self.rate is not None else
                              self.accepted_rate(now) or math.inf, share)
+            self._episode_at, self._episode_oks = now, self._oks
         self._congested_at = now
         if self.rate is not None and self.rate <= 0.25 * self._episode[0] and \
                 share >= self._episode[1]:
             # the pace quartered and no fewer refused: not the pace's doing (the last calls
-            # of a run, each refused a few times, have no others to share the count with)
+            # of a run, each refused a few times, have no others to share the count with):
+            # half-open, one probe at a time, or the crowd keeps hitting it at this pace
+            self._half_open(now, rtt)
             return
         self._cut_at = now
         accepted = self.accepted_rate(now)
         if self.shared is not None:  # every process's calls, not only this one's
             accepted = self.shared.adaptive(accepted=accepted)["accepted"] or accepted
+        elif accepted and now - self._episode_at >= 2 * min(max(rtt, 0.01), 1.0):
+            # the last second may hold a bucket's burst, spent since: what the endpoint took
+            # since the episode began, once that spans a few round trips, is nearer its refill
+            accepted = min(accepted, (self._oks - self._episode_oks) / (now - self._episode_at))
         current = self.rate if self.rate is not None else math.inf
         if accepted:  # a little under what the endpoint took (not compounding: refusals
             # go on for a while after a cut, until the provider's bucket refills)
@@ -326,6 +409,46 @@ class AdaptiveLimit:
             self._refused_rate = min(current, accepted or current)
             self.rate = target
         self._grown_at = now
+
+    def _half_open(self, now: float, rtt: float) -> None:
+        """Refused whatever the pace (an outage, a bucket of a minute's calls spent): stop
+        sending the crowd; one probe at a time, the first a round trip from now, each
+        refused one doubling the wait up to PROBE_CAP_S."""
+        self._probing = True
+        if now - self._congested_at > PLATEAU_S:  # (from a run of refusals: an episode)
+            self._episode_at, self._episode_oks = now, self._oks
+        self._probe_gap = min(max(rtt, 0.05), PROBE_CAP_S)
+        self._probe_next = now + self._probe_gap
+        self._probe_out = None
+        self._probes_refused = 0
+
+    def _probe_span(self, now: float) -> str:
+        return f"{now - self._episode_at:.1f} s ({self._probes_refused} probes refused)"
+
+    def _reopen(self, now: float) -> None:
+        """A probe answered: every caller goes again, at the rate the endpoint accepted since
+        the episode began (a window long enough to see a bucket of a minute's calls refill,
+        not its first second's burst). After several refused probes the endpoint was down,
+        not slower, and took next to nothing meanwhile: from a call a round trip, doubling
+        each round trip (as TCP's slow start) up to the pace it went half-open at."""
+        before = self.rate
+        self._probing = False
+        self._probe_out = None
+        span = max(now - self._episode_at, 0.05)
+        rate = max((self._oks - self._episode_oks) / span, MIN_RATE)
+        if before is None:  # nothing answered before: unpaced, as at the start of a run
+            self.rate = None
+            self._congested_at = -math.inf
+            return
+        rate = max(rate, 1 / max(self._latency or 0.0, 0.05))  # (a call a round trip, at least)
+        if self._probes_refused >= _DOWN_PROBES:
+            if rate < before:
+                self._ssthresh = before
+        self.rate = rate
+        self._refused_rate = min(self._refused_rate, rate)
+        self._next = now
+        self._grown_at = now
+        self._congested_at = -math.inf  # the next refusal starts an episode anew
 
     def _found_in_flight_limit(self, now: float) -> bool:
         """Close the window when refusals went with more calls in flight than (nearly) any
@@ -372,6 +495,8 @@ class AdaptiveLimit:
 
     def failed(self, ticket: Ticket) -> None:
         """The call failed otherwise (an error, a timeout): no news about the limits."""
+        if ticket.sent == self._probe_out:  # (half-open: the next probe may go)
+            self._probe_out = None
         self._done()
 
     # --- what the endpoint said -------------------------------------------------------

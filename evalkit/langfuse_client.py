@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from evalkit._adaptive import AdaptiveLimit
+from evalkit._adaptive import AdaptiveLimit, StillRefusing
 from evalkit._http import backoff_seconds, rate_limit_quotas, retry_after_seconds
 from evalkit.errors import SourceError
 
@@ -184,7 +184,14 @@ class LangfuseClient:
             after: float | None = None  # a Retry-After this request waits alone
             try:
                 async with self._semaphore:
-                    ticket = self.limits.try_acquire() or await self.limits.acquire()
+                    try:
+                        ticket = self.limits.try_acquire() or await self.limits.acquire(
+                            None if slowed_since is None else
+                            slowed_since + self.rate_limit_budget_s - time.monotonic())
+                    except StillRefusing as exc:  # (half-open past this request's budget)
+                        raise SourceError(f"langfuse: {method} {self.host}{path} still "
+                                          f"rate-limited after {self.rate_limit_budget_s:g} "
+                                          f"s: {exc}") from None
                     self.stats.requests += 1
                     try:
                         async with self._session.request(method, self.host + path,

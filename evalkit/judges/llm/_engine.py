@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit._adaptive import AdaptiveLimit
+from evalkit._adaptive import AdaptiveLimit, StillRefusing
 from evalkit._http import backoff_seconds
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.judges.llm._cache import ResponseCache, cache_key
@@ -267,7 +267,9 @@ class Engine:
             # loses at most `concurrency` answers it was given
             async with self._semaphore():
                 try:
-                    completion = await self._call(asked, sent, policy)
+                    completion = await self._call(asked, sent, policy, None if slowed_since
+                                                  is None else slowed_since +
+                                                  policy.rate_limit_budget_s)
                 except CallError as exc:
                     failure = exc
                 else:
@@ -406,10 +408,12 @@ class Engine:
         return self._shared
 
     async def _call(self, messages: list[dict[str, Any]], params: dict[str, Any],
-                    policy: CallPolicy) -> Completion:
+                    policy: CallPolicy, budget_end: float | None = None) -> Completion:
+        """One call; ``budget_end`` (time.perf_counter()): when the call's budget for being
+        refused runs out, if it was refused already."""
         shared = self._shared_limits()
         if shared is None:
-            return await self._call_here(messages, params, policy)
+            return await self._call_here(messages, params, policy, budget_end)
         # a sweep's processes on this machine: the endpoint's limits hold across them all
         # (the adaptive ones too: a refusal one job sees slows them all)
         transport = self._transport_for_call()
@@ -422,14 +426,14 @@ class Engine:
             if shared.tpm:
                 reserved = approx_tokens(messages) + int(params.get("max_tokens") or 256)
                 await shared.acquire("tpm", reserved)
-            completion = await self._send(transport, messages, params, policy)
+            completion = await self._send(transport, messages, params, policy, budget_end)
             if shared.tpm and completion.input_tokens is not None:
                 used = completion.input_tokens + (completion.output_tokens or 0)
                 shared.adjust("tpm", used - reserved)
             return completion
 
     async def _call_here(self, messages: list[dict[str, Any]], params: dict[str, Any],
-                         policy: CallPolicy) -> Completion:
+                         policy: CallPolicy, budget_end: float | None = None) -> Completion:
         """One call within this process's limits (the caller holds a call slot)."""
         transport = self._transport_for_call()
         reserved = 0
@@ -438,7 +442,7 @@ class Engine:
         if self.tpm is not None:
             reserved = approx_tokens(messages) + int(params.get("max_tokens") or 256)
             await self.tpm.acquire(reserved)
-        completion = await self._send(transport, messages, params, policy)
+        completion = await self._send(transport, messages, params, policy, budget_end)
         if self.tpm is not None and completion.input_tokens is not None:
             used = completion.input_tokens + (completion.output_tokens or 0)
             self.tpm.adjust(used - reserved)
@@ -446,11 +450,15 @@ class Engine:
 
     async def _send(self, transport: AiohttpTransport | LitellmTransport,
                     messages: list[dict[str, Any]], params: dict[str, Any],
-                    policy: CallPolicy) -> Completion:
+                    policy: CallPolicy, budget_end: float | None = None) -> Completion:
         """One request, let through by the endpoint's adaptive limits and reported back to
         them."""
         limit = self.limit
-        ticket = limit.try_acquire() or await limit.acquire()
+        try:
+            ticket = limit.try_acquire() or await limit.acquire(
+                None if budget_end is None else budget_end - time.perf_counter())
+        except StillRefusing as exc:  # (half-open past the call's budget: refused, unsent)
+            raise CallError(f"rate limited: {exc}", status=429) from None
         try:
             # both transports enforce the timeout themselves (an outer wait_for costs a task
             # per call, measurable at hundreds of calls per second)

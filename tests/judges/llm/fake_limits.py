@@ -7,7 +7,8 @@ the bucket is full again). Over a limit it answers 429, with ``retry-after-ms`` 
 OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` on every answer. The
 limits can change mid-run (``set``). ``shed`` refuses that share of requests at random,
 whatever the load: a 429 with no header, as an overloaded gateway sends, or saying to come
-back after ``shed_retry_after_s``."""
+back after ``shed_retry_after_s``. ``outage_s`` refuses every request (a 429, no header) for
+that many seconds from the first one: an outage, then the limits."""
 
 from __future__ import annotations
 
@@ -57,8 +58,10 @@ class ProviderLimits:
                  tokens_per_s: float | None = None, in_flight: int | None = None,
                  headers: bool = False, retry_after: bool = True, burst_s: float = 1.0,
                  shed: float = 0.0, seed: int = 0,
-                 shed_retry_after_s: float | None = None) -> None:
+                 shed_retry_after_s: float | None = None, outage_s: float = 0.0) -> None:
         self.server = server
+        self.outage_s = outage_s
+        self._outage_end: float | None = None
         self.shed = shed
         self.shed_retry_after_s = shed_retry_after_s
         self._random = random.Random(seed)
@@ -66,6 +69,7 @@ class ProviderLimits:
         self.retry_after = retry_after
         self.burst_s = burst_s
         self.refused = 0
+        self.outage_refused_at: list[float] = []  # seconds into the outage, each refusal
         self.accepted = 0
         self.tokens_accepted = 0
         self._lock = threading.Lock()
@@ -94,6 +98,13 @@ class ProviderLimits:
         cost = prompt_chars // 4 + 1 + len(content) // 4 + 1  # what usage will say
         now = time.monotonic()
         with self._lock:
+            if self._outage_end is None:
+                self._outage_end = now + self.outage_s
+            if now < self._outage_end:
+                self.refused += 1
+                self.outage_refused_at.append(now - self._outage_end + self.outage_s)
+                return Reply(status=429, delay=0.0, body='{"error": {"message": '
+                             '"Rate limit reached", "type": "requests"}}')
             waits = []
             for bucket, amount in ((self.requests, 1.0), (self.tokens, cost)):
                 if bucket is not None:

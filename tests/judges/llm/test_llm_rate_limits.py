@@ -73,7 +73,9 @@ def test_tokens_a_minute_without_headers(ctx, slow_llm):
     limits = ProviderLimits(slow_llm, tokens_per_s=25_000, retry_after=False, burst_s=0.2)
     rows, _ = _run(ctx, slow_llm, limits, 200)
     _all_ok(rows)
-    assert limits.refused <= 1.0 * len(rows)  # (107 of 200 seen under CI load; bench: 0.16)
+    # (0.25-0.53 a judgment in 7 runs quiet and beside CPU hogs, 0.59 once in CI: the
+    # client's timing feels the load; the goal of 0.25 is the bench's, 0.16 there)
+    assert limits.refused <= 1.0 * len(rows)
 
 
 def test_calls_in_flight(ctx, slow_llm):
@@ -316,9 +318,43 @@ def test_an_endpoint_that_answered_nothing_did_not_settle_at_a_rate(ctx, fake_ll
     fake_llm.plan = lambda body: Reply(status=429, delay=0.0, body='{"error": {}}')
     j = make(CorrectnessLlmJudge, ctx, fake_llm, cache=False, concurrency=8,
              rate_limit_budget_s=0.4)
+    t0 = time.perf_counter()
     rows = judge(j, records(*ROWS[:16]))
     assert all(r["error_cause"] == "rate_limited" for r in rows)
+    # each call fails when its budget is spent, waiting or not: the budget, the first refusals
+    # and a probe's wait (up to 1 s) at most, with room for a busy machine (before: the
+    # callers waiting their turn to probe failed one a probe, 14 s)
+    assert time.perf_counter() - t0 < 4.0
     [(endpoint, stats)] = j.endpoint_stats().items()
     assert stats["answered"] == 0
     line = endpoint_line(endpoint, stats)
     assert "answered nothing" in line and "settled" not in line, line
+
+
+def test_an_outage_is_probed_by_one_call_not_hit_by_the_crowd(ctx, slow_llm):
+    """Every request refused for 2 s, no header, then 150 a second: the endpoint refuses
+    whatever the pace, so once that is plain (40 refusals in a row over 0.25 s) one probe
+    goes at a time, a round trip (at least 50 ms) after the last, each refused one doubling
+    the wait. (Wall time against the ideal: the bench's.)"""
+    limits = ProviderLimits(slow_llm, outage_s=2.0, rps=150, retry_after=False, burst_s=0.2)
+    rows, _ = _run(ctx, slow_llm, limits, 120)
+    _all_ok(rows)
+    # the outage's second second holds the probes alone: gaps of 0.05, 0.1, 0.2, 0.4, then
+    # 0.8 s and more span more than a second, so 5 at most, whenever the probing began (a
+    # busy machine only delays them); 8 leaves room for a probe's own round trip at either
+    # edge. Before: the crowd at a quarter of its first pace, 340 (and 718 in all)
+    late = [t for t in limits.outage_refused_at if t >= 1.0]
+    assert len(late) <= 8, (len(late), len(limits.outage_refused_at))
+
+
+def test_a_bucket_of_a_minutes_calls_without_headers(ctx, slow_llm):
+    # a "requests a minute" limit, scaled: a bucket of 2 s worth (200 calls) refilled at 100
+    # a second; its burst spent, the rate accepted over the last second says nothing of the
+    # refill: the episode's does, and the crowd waits while a probe finds the refill
+    limits = ProviderLimits(slow_llm, rps=100, burst_s=2.0, retry_after=False)
+    rows, _ = _run(ctx, slow_llm, limits, 400)
+    _all_ok(rows)
+    # (0.10-0.24 a judgment in 13 runs, quiet and beside 2 or 4 CPU hogs; before the probe
+    # 0.45-0.61 in 6: a busier client sends slower, so both are refused less. The bound
+    # sits between, 1.4x the most seen after; the goal of 0.25 is the bench's)
+    assert limits.refused <= 0.35 * len(rows)

@@ -168,6 +168,32 @@ def test_the_429_budget_runs_from_the_first_refusal(fake_v4: FakeLangfuse) -> No
     assert refused == 1 and "data" in page
 
 
+def test_requests_past_their_429_budget_fail_then_not_one_a_probe(fake_v4: FakeLangfuse) -> None:
+    """Every request refused, no header: the client goes half-open (one probe at a time,
+    up to 1 s apart) and a request whose rate_limit_budget_s is spent fails while it waits
+    its turn to probe (before: one a probe, 8 requests about 8 s)."""
+    path = _obs_path(fake_v4)
+    fake_v4.faults += [Fault(path, 429, times=100_000)]
+
+    async def one(c: LangfuseClient) -> str:
+        try:
+            await c.get(path, {"limit": 1})
+        except SourceError as exc:
+            return str(exc)
+        return "answered"
+
+    async def go() -> list[str]:
+        async with LangfuseClient(fake_v4.url, concurrency=8, rate_limit_budget_s=0.3) as c:
+            return await asyncio.gather(*(one(c) for _ in range(8)))
+
+    t0 = time.monotonic()
+    errors = asyncio.run(go())
+    # the budget, the refusals before it goes half-open and a probe's wait (up to 1 s), with
+    # room for a busy machine
+    assert time.monotonic() - t0 < 4.0
+    assert all("still rate-limited after 0.3 s" in e for e in errors), errors
+
+
 @pytest.mark.parametrize("body", [b"<html><body>Sign in</body></html>", b"", b'{"data": [',
                                   b"\xff\xfe not utf-8"])
 @pytest.mark.parametrize("after", [0, 1])
