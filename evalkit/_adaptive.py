@@ -15,8 +15,9 @@ judge engine, the Langfuse client) and, through a state file, by a sweep's proce
   that quartered the pace with no fewer refused: an outage, a bucket of a minute's calls
   spent), the crowd stops: one probe at a time, a round trip apart, doubling per refused
   probe up to ``PROBE_CAP_S``; the first answered reopens the endpoint at the rate accepted
-  since the refusals began, after an outage from a call a round trip, doubling each round
-  trip (TCP's slow start). In a sweep each process probes on its own.
+  since the refusals began, after an outage from an eighth of the pace before, doubling each
+  round trip back to it (TCP's slow start; then grown as after a cut, the accepted rate's
+  second lagging the ramp aside). In a sweep each process probes on its own.
 - **Calls in flight**. Refusals of calls sent with more calls in flight than (nearly: the top
   5%, a call overtaking one sent before it, aside) any accepted call had lately, three times
   as many as were accepted up there and hardly any refused with fewer, say the limit is on
@@ -66,6 +67,7 @@ _RECHECK_S = 0.25  # a caller waiting for a pace slot looks again at least this 
 PROBE_CAP_S = 1.0  # half-open: the longest wait between two probes (a recovery seen this soon)
 _PROBE_POLL_S = 0.05  # half-open: a caller waiting for its turn to probe looks this often
 _DOWN_PROBES = 3  # probes refused in a row: the endpoint was down, not merely slower
+_SLOW_START = 8  # ... then reopened at this fraction of its pace before, doubling each RTT
 # before any answer, refusals in a row say "down" only over this long (a limit on calls in
 # flight refuses every call but the first few until those few come back)
 _DOWN_S = 0.25
@@ -160,6 +162,7 @@ class AdaptiveLimit:
         self._episode_at = 0.0  # an episode's first cut, and the calls answered before it
         self._episode_oks = 0
         self._ssthresh: float | None = None  # reopened after an outage: doubling up to this
+        self._ramped_at = -math.inf  # ... reached it (the accepted rate lags a second behind)
 
     # --- the caller's side ------------------------------------------------------------
 
@@ -283,14 +286,15 @@ class AdaptiveLimit:
                 self.rate = min(self._ssthresh, self.rate * 2 ** (
                     min(now - self._grown_at, 1.0) / max(self._latency or 0.0, 0.05)))
                 if self.rate >= self._ssthresh:
-                    self._ssthresh = None
+                    self._ssthresh, self._ramped_at = None, now
             else:
                 self.rate *= 1 + growth * min(now - self._grown_at, 1.0)
             # while another limit binds (the window, the caller's), the pace would run away
             accepted = self.accepted_rate(now)
             # (not while refusals come: few answered then says nothing of the demand)
             if accepted is not None and quiet > 1.0 and self.shared is None and \
-                    now - self._refused_at > 1.0 and self._ssthresh is None:
+                    now - self._refused_at > 1.0 and self._ssthresh is None and \
+                    now - self._ramped_at > _BUCKETS * _BUCKET_S:
                 self.rate = min(self.rate, max(2 * accepted, MIN_RATE))
             # (in a sweep, at least: no more than twice what the window lets through)
             self.rate = min(self.rate, 2 * self.window / max(self._latency or 0.0, 0.001))
@@ -429,8 +433,9 @@ class AdaptiveLimit:
         """A probe answered: every caller goes again, at the rate the endpoint accepted since
         the episode began (a window long enough to see a bucket of a minute's calls refill,
         not its first second's burst). After several refused probes the endpoint was down,
-        not slower, and took next to nothing meanwhile: from a call a round trip, doubling
-        each round trip (as TCP's slow start) up to the pace it went half-open at."""
+        not slower, and took next to nothing meanwhile: from an eighth of the pace it went
+        half-open at (a call a round trip at least), doubling each round trip (as TCP's slow
+        start) back up to it; past it, growth as after a cut."""
         before = self.rate
         self._probing = False
         self._probe_out = None
@@ -441,13 +446,14 @@ class AdaptiveLimit:
             self._congested_at = -math.inf
             return
         rate = max(rate, 1 / max(self._latency or 0.0, 0.05))  # (a call a round trip, at least)
-        if self._probes_refused >= _DOWN_PROBES:
-            if rate < before:
-                self._ssthresh = before
+        if self._probes_refused >= _DOWN_PROBES and rate < before:
+            # (from an eighth of it: three round trips back, not a crowd at once)
+            rate = max(rate, before / _SLOW_START)
+            self._ssthresh = before
         self.rate = rate
         self._refused_rate = min(self._refused_rate, rate)
         self._next = now
-        self._grown_at = now
+        self._grown_at = self._cut_at = now  # (growth past it as after a cut, not a quiet run)
         self._congested_at = -math.inf  # the next refusal starts an episode anew
 
     def _found_in_flight_limit(self, now: float) -> bool:
