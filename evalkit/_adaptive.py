@@ -15,9 +15,10 @@ judge engine, the Langfuse client) and, through a state file, by a sweep's proce
   that quartered the pace with no fewer refused: an outage, a bucket of a minute's calls
   spent), the crowd stops: one probe at a time, a round trip apart, doubling per refused
   probe up to ``PROBE_CAP_S``; the first answered reopens the endpoint at the rate accepted
-  since the refusals began, after an outage from an eighth of the pace before, doubling each
-  round trip back to it (TCP's slow start; then grown as after a cut, the accepted rate's
-  second lagging the ramp aside). In a sweep each process probes on its own.
+  since the refusals began; after an outage from an eighth of the pace it went half-open at,
+  doubling each round trip (TCP's slow start) back to the pace before the refusals began,
+  or until refused when nothing was answered before them; then grown as after a cut. In a
+  sweep each process probes on its own.
 - **Calls in flight**. Refusals of calls sent with more calls in flight than (nearly: the top
   5%, a call overtaking one sent before it, aside) any accepted call had lately, three times
   as many as were accepted up there and hardly any refused with fewer, say the limit is on
@@ -435,7 +436,8 @@ class AdaptiveLimit:
         not its first second's burst). After several refused probes the endpoint was down,
         not slower, and took next to nothing meanwhile: from an eighth of the pace it went
         half-open at (a call a round trip at least), doubling each round trip (as TCP's slow
-        start) back up to it; past it, growth as after a cut."""
+        start) back to the pace before the refusals began (until refused, when nothing was
+        answered before them); past it, growth as after a cut."""
         before = self.rate
         self._probing = False
         self._probe_out = None
@@ -446,10 +448,13 @@ class AdaptiveLimit:
             self._congested_at = -math.inf
             return
         rate = max(rate, 1 / max(self._latency or 0.0, 0.05))  # (a call a round trip, at least)
-        if self._probes_refused >= _DOWN_PROBES and rate < before:
-            # (from an eighth of it: three round trips back, not a crowd at once)
+        # down, not slower: back to the pace before the refusals began (unknown when nothing
+        # was answered before them, as after an outage from the start: doubling until
+        # refused), from an eighth of the pace it went half-open at, not a crowd at once
+        goal = self._episode[0] if self._episode_oks else math.inf
+        if self._probes_refused >= _DOWN_PROBES and rate < goal:
             rate = max(rate, before / _SLOW_START)
-            self._ssthresh = before
+            self._ssthresh = goal
         self.rate = rate
         self._refused_rate = min(self._refused_rate, rate)
         self._next = now
