@@ -28,9 +28,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if _SESSION_TMP:
         return
     made = tempfile.mkdtemp(prefix="evalkit-tests-")
-    _SESSION_TMP.update(dir=made, before=os.environ.get("TMPDIR"))
+    _SESSION_TMP.update(dir=made, before=os.environ.get("TMPDIR"),
+                        cache_before=os.environ.get("EVALKIT_CACHE_DIR"))
     os.environ["TMPDIR"] = made
     tempfile.tempdir = made
+    # the LLM response cache of runs made outside a test (session and module fixtures): this
+    # session's, never ~/.cache/evalkit, where another suite's answers would be served
+    os.environ["EVALKIT_CACHE_DIR"] = os.path.join(made, "cache")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -40,11 +44,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     made = _SESSION_TMP.pop("dir", None)
     if made is None:
         return
-    before = _SESSION_TMP.pop("before", None)
-    if before is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = before
+    for name, key in (("TMPDIR", "before"), ("EVALKIT_CACHE_DIR", "cache_before")):
+        before = _SESSION_TMP.pop(key, None)
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
     tempfile.tempdir = None
     shutil.rmtree(made, ignore_errors=True)
 

@@ -26,3 +26,19 @@ def test_a_run_of_the_suite_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert sorted(os.listdir(tmp)) == []
+
+
+@pytest.fixture(scope="session")
+def cache_seen_by_session_fixtures() -> str | None:
+    # (a session fixture is set up before the per-test cache of tests/conftest.py)
+    return os.environ.get("EVALKIT_CACHE_DIR")
+
+
+def test_session_fixtures_never_share_the_users_response_cache(
+        cache_seen_by_session_fixtures: str | None) -> None:
+    # runs a session fixture makes (the report's, against a fake judge on a port the OS may
+    # hand out again) must not read answers another test or an earlier suite left in
+    # ~/.cache/evalkit: a cached answer is not bought, and a run counted 0 unpriced calls
+    seen = cache_seen_by_session_fixtures
+    assert seen is not None and Path(seen).resolve().is_relative_to(
+        Path(os.environ["TMPDIR"]).resolve())

@@ -78,7 +78,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         run_cli("run", "+experiment=llm_judge", "source.limit=30", "runner.summary=false",
                 "runner.report=true", "judges.qag_faithfulness.model=openai/judge-a",
                 "judges.hallucination_llm.model=openai/judge-a", cwd=root,
-                env={**env, "EVALKIT_JUDGE_API_BASE": server.url})
+                # (a cache of its own: an answer cached by a run against an earlier fake
+                # server on the same port would not be bought, nor counted unpriced)
+                env={**env, "EVALKIT_JUDGE_API_BASE": server.url,
+                     "EVALKIT_CACHE_DIR": str(root / "llm-cache")})
     finally:
         server.stop()
     sweep_root = root / "sweep"
