@@ -159,6 +159,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
         experiment = "audit" if config == "det" else "kill_llm"
         return Outcome(root, root / "runs" / experiment / "r1", [], {}, done, calls)
 
+    tmp_path_factory.getbasetemp()  # made here: threads making it at once race (mkdir)
     with ThreadPoolExecutor(4) as pool:
         futures = {f"clean-{c}": pool.submit(clean, c) for c in CONFIGS}
         futures.update({name: pool.submit(_run_case, tmp_path_factory.mktemp(name), config,
