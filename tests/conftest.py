@@ -27,6 +27,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if _SESSION_TMP:
         return
+    # multiprocessing's own directory (pymp-*) is made on first use under tempfile's and
+    # removed at exit, after this session's is gone: made now, beside it, not inside
+    import multiprocessing.util
+
+    multiprocessing.util.get_temp_dir()
     made = tempfile.mkdtemp(prefix="evalkit-tests-")
     _SESSION_TMP.update(dir=made, before=os.environ.get("TMPDIR"),
                         cache_before=os.environ.get("EVALKIT_CACHE_DIR"))

@@ -42,3 +42,22 @@ def test_session_fixtures_never_share_the_users_response_cache(
     seen = cache_seen_by_session_fixtures
     assert seen is not None and Path(seen).resolve().is_relative_to(
         Path(os.environ["TMPDIR"]).resolve())
+
+
+@pytest.mark.e2e
+def test_multiprocessing_temp_dirs_outlive_the_session_directory(tmp_path: Path) -> None:
+    # multiprocessing makes its pymp-* directory under tempfile's directory on first use and
+    # removes it at exit; made inside the session's directory, which pytest_unconfigure
+    # removes first, its removal at exit printed a FileNotFoundError traceback under CI
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    case = tmp_path / "test_uses_multiprocessing.py"
+    case.write_text("import multiprocessing.util\n\n\ndef test_it():\n"
+                    "    assert multiprocessing.util.get_temp_dir()\n")
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "tests.conftest", "--rootdir", str(tmp_path), str(case)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert sorted(os.listdir(tmp)) == []
