@@ -120,8 +120,9 @@ def starter_files(data: str | None, name: str,
     slices = ["model"] if "model" in found else []
     own: dict[str, dict[str, object]] = {}
     if "reference" in found:
+        # the share that matches (rate counts the flagged ones, the misses, by default)
         own["exact_match_rate"] = {"plugin": "rate", "judge": "exact_match",
-                                   "slice_by": slices}
+                                   "count": "passed", "slice_by": slices}
     if not slices:  # the presets slice by model, which no row has
         own.update({metric: {"slice_by": []} for metric in metrics})
     source: dict[str, object] = {"path": path}

@@ -52,13 +52,20 @@ class _Stat:
     numbers: list[float] = field(default_factory=list)
     values: dict[str, int] = field(default_factory=dict)  # distinct scalars (first 50)
     lengths: list[int] = field(default_factory=list)
+    # values of kind number that are text ("18", a CSV cell): text to a text column
+    numeric_text: int = 0
 
     @property
     def present(self) -> int:
         return sum(self.kinds.values())
 
     def share(self, *kinds: str) -> float:
-        return sum(self.kinds.get(k, 0) for k in kinds) / self.present if self.present else 0.0
+        """The share of the values of these kinds; ``text`` counts numbers written as text
+        (an answer "18"), unless ``number`` counts them already."""
+        if not self.present:
+            return 0.0
+        text = self.numeric_text if "text" in kinds and "number" not in kinds else 0
+        return (sum(self.kinds.get(k, 0) for k in kinds) + text) / self.present
 
 
 @dataclass(frozen=True)
@@ -217,6 +224,9 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, _Stat]:
                 st.example = value
             if kind == "number":
                 st.numbers.append(_number(value) or 0.0)
+                if isinstance(value, str):
+                    st.numeric_text += 1
+                    st.lengths.append(len(value))
             if kind in ("text", "bool", "number") and (
                     len(st.values) < 50 or str(value) in st.values):
                 st.values[str(value)] = st.values.get(str(value), 0) + 1
