@@ -286,7 +286,7 @@ _ROLES = (
     _Role("status_message", ("text",),
           ("status_message", "error", "error_message", "exception", "errors"),
           ("error",)),
-    _Role("user_action", ("text", "bool"),
+    _Role("user_action", ("text", "bool", "number"),
           ("user_action", "action", "user_edited", "edited", "accepted", "was_edited",
            "user_accepted", "feedback_action"), ("edited", "action", "accepted")),
     _Role("reference", ("text",),
@@ -375,10 +375,42 @@ def _latency(path: str, st: _Stat) -> tuple[float | None, bool, str]:
     return None, True, f"median {median:g}: taken as seconds"
 
 
+# a flag's spellings, yes then no
+_FLAG_PAIRS = (("true", "false"), ("yes", "no"), ("y", "n"), ("t", "f"), ("1", "0"))
+
+
+def _flags(st: _Stat) -> dict[str, bool] | None:
+    """Each value of a flag written as text or a number (``yes``/``no``, ``Y``/``N``,
+    ``1``/``0``) and whether it says yes, with the other side of each pair the sample lacks
+    (a log whose first rows all say ``no`` still maps its ``yes``); ``None`` when a value is
+    no such flag."""
+    out: dict[str, bool] = {}
+    for v in st.values:
+        key = v.strip().lower()
+        if _number(key) in (0.0, 1.0):
+            key = str(int(_number(key) or 0))
+        pair = next((p for p in _FLAG_PAIRS if key in p), None)
+        if pair is None:
+            return None
+        out[v] = key == pair[0]
+        other = pair[1] if out[v] else pair[0]
+        out.setdefault(other.upper() if v.isupper() else other, not out[v])
+    return out or None
+
+
 def _level_map(st: _Stat, path: str) -> tuple[dict[Any, str] | None, bool, str] | None:
     """The map from ``path``'s values to levels (ERROR for failures), or ``None`` when the
     values are levels already; ``None`` overall when nothing in them reads as a failure."""
     values = list(st.values)
+    words = {w for s in _words(path) for w in s}
+    flags = _flags(st) if st.share("bool") < 0.8 else None
+    if flags is not None and words & {"error", "errored", "failed", "fail", "failure",
+                                      "exception", "ok", "success", "succeeded"}:
+        # a flag named for failure (is_error: "yes", failed: 1) or success (ok: "N")
+        failed = not words & {"ok", "success", "succeeded"}
+        return ({v: ("ERROR" if yes == failed else "DEFAULT") for v, yes in flags.items()},
+                True, "a flag: " + ", ".join(v for v, yes in flags.items() if yes == failed) +
+                " taken as failures")
     codes = [_number(v) for v in values]
     if st.share("number") >= 0.8 and set(codes) <= {0.0, 1.0, 2.0} and 2.0 in codes and \
             "status" in {w for s in _words(path) for w in s}:
@@ -405,12 +437,13 @@ def _level_map(st: _Stat, path: str) -> tuple[dict[Any, str] | None, bool, str] 
 
 
 def _action_map(st: _Stat, path: str) -> dict[Any, str] | None:
-    if st.share("bool") >= 0.8:
+    flags = {True: True, False: False} if st.share("bool") >= 0.8 else _flags(st)
+    if flags is not None:  # a flag: true/false, yes/no, Y/N, 1/0
         words = {w for s in _words(path) for w in s}
         if words & {"edited", "edit", "modified", "changed"}:
-            return {True: "edited", False: "accepted"}
+            return {v: ("edited" if yes else "accepted") for v, yes in flags.items()}
         if words & {"accepted", "kept", "used"}:
-            return {True: "accepted", False: "bypassed"}
+            return {v: ("accepted" if yes else "bypassed") for v, yes in flags.items()}
         return None
     out: dict[Any, str] = {}
     for v in st.values:

@@ -68,3 +68,48 @@ def test_numeric_answers_scored_by_exact_match(tmp_path, monkeypatch):
     right = sum(r["answer"] == r["expected"] for r in _gsm_rows())
     assert run.manifest["n_records"] == N
     assert _metric(run, "exact_match_rate") == pytest.approx(right / N)
+
+
+def _flag_rows(yes: str, no: str) -> list[dict[str, Any]]:
+    """A support-bot log whose failed calls are marked only by a flag (the output of a failed
+    call is the gateway's error text), and whose edits by another flag."""
+    return [{"id": f"c{i}", "prompt": f"How do I reset the password of account {i}?",
+             "completion": "upstream connect error or disconnect/reset before headers"
+             if i % 4 == 3 else f"Open Settings, choose Security, then Reset for account {i}.",
+             "is_error": yes if i % 4 == 3 else no, "user_edited": yes if i % 3 == 0 else no}
+            for i in range(N)]
+
+
+@pytest.mark.parametrize("yes, no", [("yes", "no"), ("Y", "N"), (1, 0), ("1", "0"),
+                                     ("True", "False")])
+def test_flags_written_as_yes_no_map_to_the_error_level_and_edits(tmp_path, yes, no):
+    path = tmp_path / "flags.jsonl"
+    path.write_text(jsonl(_flag_rows(yes, no)))
+    found = propose(sample_rows(path)).proposals
+    assert found["level"].path == "is_error"
+    assert found["user_action"].path == "user_edited"
+    text = io_text(propose(sample_rows(path)))
+    assert "left unmapped" not in text, text
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("yes, no, name", [("yes", "no", "flags.jsonl"), ("Y", "N", "flags.csv"),
+                                           (1, 0, "flags.jsonl")])
+def test_a_failure_flag_sets_the_failed_calls_aside(tmp_path, monkeypatch, yes, no, name):
+    rows = _flag_rows(yes, no)
+    run = _init_and_run(tmp_path, monkeypatch, name,
+                        jsonl(rows) if name.endswith("jsonl") else _csv(rows))
+    failed = sum(r["is_error"] == yes for r in rows)
+    assert (run.manifest["n_records"], run.manifest["n_excluded"]) == (N, failed)
+    kept = [r for r in rows if r["is_error"] != yes]
+    edited = sum(r["user_edited"] == yes for r in kept)
+    assert _metric(run, "edit_rate") == pytest.approx(edited / len(kept))
+
+
+def test_a_flag_whose_sample_says_only_no_still_maps_its_yes(tmp_path):
+    """The first rows of a healthy log have no failure: the map still sends a later "Y" to
+    ERROR (the source leaves a value its map does not list as it is: a judged failure)."""
+    path = tmp_path / "healthy.jsonl"
+    path.write_text(jsonl([{**row, "is_error": "N"} for row in _flag_rows("Y", "N")]))
+    level = propose(sample_rows(path)).proposals["level"]
+    assert level.value_map == {"N": "DEFAULT", "Y": "ERROR"}
