@@ -415,8 +415,10 @@ def _level_map(st: _Stat, path: str) -> tuple[dict[Any, str] | None, bool, str] 
     if st.share("number") >= 0.8 and set(codes) <= {0.0, 1.0, 2.0} and 2.0 in codes and \
             "status" in {w for s in _words(path) for w in s}:
         # an OpenTelemetry span status: 0 unset, 1 ok, 2 error
-        return ({v: ("ERROR" if _number(v) == 2 else "DEFAULT") for v in values}, True,
-                "span status code: 2 (ERROR) taken as failures")
+        # every code, not only the sampled ones: the source rejects a level its map lacks
+        codes_seen = {int(_number(v) or 0): v for v in values}
+        return ({codes_seen.get(c, str(c)): ("ERROR" if c == 2 else "DEFAULT")
+                 for c in (0, 1, 2)}, True, "span status code: 2 (ERROR) taken as failures")
     if st.share("number") >= 0.8:  # an HTTP status: 4xx and 5xx are failed calls
         if not all(c is not None and 100 <= c < 600 for c in codes) or \
                 not any(c is not None and c >= 400 for c in codes):

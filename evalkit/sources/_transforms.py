@@ -15,6 +15,10 @@ from typing import Any
 __all__ = ["FieldSpec", "field_spec", "paths_of", "spec_key"]
 
 _KEYS = ("path", "scale", "map", "default")
+# the columns whose values are a closed set: a mapped value must end in it, since a level the
+# map missed (an HTTP 503 when the sample held 200 and 429) would be judged as a completion
+_VOCABULARY = {"level": ("a level", ("DEBUG", "DEFAULT", "WARNING", "ERROR")),
+               "user_action": ("a user action", ("accepted", "edited", "bypassed"))}
 
 
 def spec_key(value: Any) -> str:
@@ -37,10 +41,26 @@ class FieldSpec:
     scale: float | None = None  # multiply numbers by this (ms -> s: 0.001)
     mapping: tuple[tuple[str, Any], ...] | None = None  # spec_key(value) -> new value
     default: Any = None  # the value of a row whose paths give none
+    column: str = ""  # the record column (a closed set's name is in its reasons)
 
     @property
     def transforms(self) -> bool:
         return self.scale is not None or self.mapping is not None or self.default is not None
+
+    def _closed(self, out: list[Any], bad: dict[int, str]) -> None:
+        """Each mapped value of a closed set in its own spelling (``error`` as ``ERROR``); a
+        value the map did not list and that is not in the set is a reason in ``bad``."""
+        noun, values = _VOCABULARY[self.column]
+        spelling = {v.lower(): v for v in values}
+        for i, v in enumerate(out):
+            if v is None:
+                continue
+            known = spelling.get(spec_key(v))
+            if known is None:
+                bad[i] = (f"{v if not isinstance(v, str) else repr(v[:40])} is not in its map "
+                          f"and not {noun} ({', '.join(values)}); add it to "
+                          f"fields.{self.column}.map")
+            out[i] = known
 
     def apply(self, vals: Sequence[Any]) -> tuple[list[Any], dict[int, str]]:
         """``vals`` transformed, and the rows whose value cannot be scaled (row -> reason)."""
@@ -51,6 +71,8 @@ class FieldSpec:
         if self.mapping is not None:
             table = dict(self.mapping)
             out = [v if v is None else table.get(spec_key(v), v) for v in out]
+            if self.column in _VOCABULARY:
+                self._closed(out, bad)
         if self.scale is not None:
             for i, v in enumerate(out):
                 if v is None:
@@ -113,6 +135,12 @@ def field_spec(col: str, value: Any) -> FieldSpec:
     default = value.get("default")
     if isinstance(default, (Mapping, list)):
         raise ValueError(f"{where}.default: {default!r} is not a plain value")
+    if col in _VOCABULARY and table:
+        noun, values = _VOCABULARY[col]
+        for new in table.values():
+            if new is not None and spec_key(new) not in {v.lower() for v in values}:
+                raise ValueError(f"{where}.map: {new!r} is not {noun}; map to one of "
+                                 f"{', '.join(values)} (or null)")
     mapping = tuple((spec_key(k), v) for k, v in table.items()) if table else None
     return FieldSpec(tuple(paths_of(value)), float(scale) if scale is not None else None,
-                     mapping, default)
+                     mapping, default, col)

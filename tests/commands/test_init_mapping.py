@@ -138,7 +138,7 @@ def test_init_finds_each_column_at_any_depth(tmp_path, shape):
     if shape == "gateway":  # an HTTP status: 4xx and 5xx are failed calls
         assert found["level"].value_map == {"200": "DEFAULT", "429": "ERROR"}
     if shape == "otel_genai":  # a span's status: 2 is ERROR
-        assert found["level"].value_map == {"0": "DEFAULT", "2": "ERROR"}
+        assert found["level"].value_map == {"0": "DEFAULT", "1": "DEFAULT", "2": "ERROR"}
 
 
 def test_what_cannot_be_mapped_is_said_with_the_reason(tmp_path):

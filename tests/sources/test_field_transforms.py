@@ -83,8 +83,39 @@ def test_csv_cells_meet_yaml_keys_and_a_bad_number_is_a_reject(ctx, tmp_path):
     ({"path": "meta.ms", "scale": 0}, r"fields.latency_s.scale"),
     ({"path": "meta.ms", "map": []}, r"fields.latency_s.map: \[\] is not an object"),
     ({"path": "meta.ms", "default": {"a": 1}}, r"fields.latency_s.default"),
+    ({"path": "status", "map": {"error": "FAILED"}},
+     r"fields.level.map: 'FAILED' is not a level; map to one of DEBUG, DEFAULT, WARNING, ERROR"),
+    ({"path": "edited", "map": {True: "yes"}}, r"fields.user_action.map: 'yes' is not a user "),
 ])
 def test_a_bad_transform_is_refused_naming_the_key(spec, message):
+    column = "level" if spec.get("path") == "status" else \
+        "user_action" if spec.get("path") == "edited" else "latency_s"
     with pytest.raises(ConfigError, match=message):
         instance("sources", "source", {"plugin": "jsonl", "path": "x.jsonl",
-                                       "fields": {"latency_s": spec}}, "source")
+                                       "fields": {column: spec}}, "source")
+
+
+@pytest.mark.parametrize("same_shape", [True, False])
+def test_a_level_or_action_its_map_does_not_list_is_a_reject(ctx, tmp_path, same_shape):
+    """A map made from the first rows of a log ({200: DEFAULT, 429: ERROR}) meets a 503 later:
+    kept as the level '503' it was judged as a completion. A value that the map does not
+    list and that is no level (user action) is a reject naming the fix; one that is already
+    a level passes, in the level's own spelling."""
+    rows = [{"id": f"r{i}", "text": f"t{i}", "status": s, "edited": e}
+            for i, (s, e) in enumerate([(200, True), (429, False), (503, False),
+                                        ("error", "maybe"), (200, None)])]
+    if not same_shape:
+        rows[1]["extra"] = 1
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = JsonlSourceConfig(path=str(path), record_id="id", workers=0, fields={
+        "output": "text", "level": {"path": "status", "map": {200: "DEFAULT", 429: "ERROR"}},
+        "user_action": {"path": "edited", "map": {True: "edited", False: "accepted"}}})
+    got = read(JsonlSource("j", cfg, ctx))
+    assert [(r["record_id"], r["level"], r["user_action"]) for r in got.table.to_pylist()] \
+        == [("r0", "DEFAULT", "edited"), ("r1", "ERROR", "accepted"), ("r4", "DEFAULT", None)]
+    assert [(r.location.rsplit(":", 1)[1], r.reason) for r in got.rejects] == [
+        ("3", "field 'level' (from 'status'): 503 is not in its map and not a level (DEBUG, "
+              "DEFAULT, WARNING, ERROR); add it to fields.level.map"),
+        ("4", "field 'user_action' (from 'edited'): 'maybe' is not in its map and not a user "
+              "action (accepted, edited, bypassed); add it to fields.user_action.map")]
