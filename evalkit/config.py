@@ -236,7 +236,11 @@ def _instances(kind: str, node: Any) -> list[PluginInstance]:
             f"{kind}: expected a mapping of instance name to config "
             f"({kind}.<name>.plugin: ...), got {type(node).__name__}"
         )
-    return [instance(kind, str(k), v, f"{kind}.{k}") for k, v in node.items() if v is not None]
+    # an instance name is a name, never a path: a plugin may name files after it (the
+    # disagreements metric writes review/<name>.parquet), and it is shown as data
+    return [instance(kind, check_name(str(k), kind, f"{kind[:-1]} name",
+                                      example=f"{kind}.my_{kind[:-1]}"), v, f"{kind}.{k}")
+            for k, v in node.items() if v is not None]
 
 
 DEFAULT_FILTER = "pipeline_failure"

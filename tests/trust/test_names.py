@@ -121,3 +121,37 @@ def test_the_cli_says_so_in_one_line(project: Path, capsys: pytest.CaptureFixtur
         assert caught.value.code == 2, (command, err)
         assert len(err.strip().splitlines()) == 1, (command, err)
         assert "Traceback" not in err
+
+
+# an instance name (the key under filters:, judges:, metrics:, sinks:) is a name too: the
+# disagreements metric writes review/<name>.parquet and .csv, and a third-party plugin may
+# write its own files the same way
+INSTANCE_BAD = ["../../../../pwned", "{root}/abs-metric", "a/b", "..", ".hidden",
+                "a\x00b", "x" * 129, "a\\b", "\x1b[2Jx"]
+
+
+@pytest.mark.parametrize("kind", ["metrics", "judges", "filters"])
+@pytest.mark.parametrize("name", INSTANCE_BAD)
+def test_an_instance_name_is_a_name(project: Path, kind: str, name: str) -> None:
+    import json
+
+    name = name.replace("{root}", str(project.parents[2]))  # absolute, inside the test's root
+    conf = project / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    instances = {
+        "metrics": {name: {"plugin": "disagreements", "judge_a": "prompt_echo",
+                           "judge_b": "refusal"}},
+        "judges": {name: {"plugin": "prompt_echo"}},
+        "filters": {name: {"plugin": "level"}},
+    }
+    # JSON is YAML: the key is written exactly, NUL and escapes included
+    (conf / "named.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - quickstart\n  - _self_\n"
+        f"{kind}: {json.dumps(instances[kind])}\n")
+    before = _files(project.parents[2])
+    with pytest.raises(ConfigError, match=rf"^{kind}: ") as caught:
+        evalkit.run("named", [])
+    message = str(caught.value)
+    assert "\n" not in message and "\x00" not in message and "\x1b" not in message, message
+    assert "not a valid" in message or "characters long" in message, message
+    assert _files(project.parents[2]) == before
