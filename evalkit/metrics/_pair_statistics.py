@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from evalkit.metrics._intervals import canonical, wilson_ci
-from evalkit.metrics._stats import bootstrap_bounds, resample_indices
+from evalkit.metrics._stats import bootstrap_bounds, exponent, resample_indices
 
 Result = tuple[float | None, str | None]
 Batch = Callable[..., np.ndarray]
@@ -32,9 +32,21 @@ def constant_rows(x: np.ndarray) -> np.ndarray:
     return np.all(x == x[:, :1], axis=1)
 
 
+def near_one(*xs: np.ndarray) -> list[np.ndarray]:
+    """``xs`` multiplied by one power of two that brings their largest magnitude into
+    [1, 2) (:func:`~evalkit.metrics._stats.exponent`): exact, and a scale-free statistic
+    keeps its bits, while its sums of squares can no longer overflow or underflow (Pearson's
+    r of scores of 1e-200 or 1e200 was "undefined", scipy's is the r of the same scores
+    near 1)."""
+    e = exponent(np.concatenate([x.ravel() for x in xs]))
+    return [np.ldexp(x, -e) for x in xs]
+
+
 def pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pearson's r per row; NaN where either side is constant (scipy: undefined, with a
-    ``ConstantInputWarning``)."""
+    ``ConstantInputWarning``). Each side is scaled on its own (:func:`near_one`): r does not
+    depend on either side's unit."""
+    (a,), (b,) = near_one(a), near_one(b)
     da = a - a.mean(axis=1, keepdims=True)
     db = b - b.mean(axis=1, keepdims=True)
     den = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
@@ -86,7 +98,9 @@ def alpha_interval(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     With ``n = 2N`` pooled values the coincidence-matrix form reduces to
     alpha = 1 − (n − 1)·Σ_i 2(a_i − b_i)² / Σ_{v,w} (v − w)², and
-    Σ_{v,w} (v − w)² = 2n·Σ_v (v − mean)² (Krippendorff 2011)."""
+    Σ_{v,w} (v − w)² = 2n·Σ_v (v − mean)² (Krippendorff 2011). Both raters are scaled by
+    one power of two (:func:`near_one`: alpha is a ratio of sums of squares)."""
+    a, b = near_one(a, b)
     pooled = np.concatenate([a, b], axis=1)
     n = pooled.shape[1]
     observed = 2.0 * ((a - b) ** 2).sum(axis=1)

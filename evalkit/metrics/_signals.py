@@ -27,9 +27,11 @@ import pyarrow as pa
 from evalkit.checks import DEFAULT_FLAG_AT
 from evalkit.metrics._stats import (
     SLICEABLE,
+    Bounds,
     check_slice_by,
     mean_ci,
     mean_ci_open,
+    mean_of,
     slice_sql,
     value_groups,
 )
@@ -250,12 +252,20 @@ def metric_row(metric: str, label: str, value: float | None, ci: tuple[Any, Any]
     ``details['mc_error']``."""
     if value is not None and isinstance(value, float) and math.isnan(value):
         value = None
+    elif value is not None and not math.isfinite(value):  # an overflow: no inf prints
+        undefined = f"the value is not a finite float ({value}): beyond the float range"
+        value = None
+    if value is not None and not all(b is None or math.isfinite(b) for b in ci):
+        details = {**details, "ci_open": "a bound is not a finite float (beyond the float "
+                   "range): left open"}
+        ci = Bounds(tuple(b if b is None or math.isfinite(b) else None for b in ci),
+                    getattr(ci, "mc_error", None))
     if value is None:
         details = {**details, "undefined": undefined or details.get("undefined")
                    or "no usable records in this slice"}
         ci = (None, None)
     mc = getattr(ci, "mc_error", None)
-    if mc is not None and (ci[0] is not None or ci[1] is not None):
+    if mc is not None and math.isfinite(mc) and (ci[0] is not None or ci[1] is not None):
         details = {**details, "mc_error": mc}  # a bootstrap's bounds: what a seed moves
     return {"metric": metric, "slice": label, "value": value, "ci_low": ci[0],
             "ci_high": ci[1], "n_attempted": n_attempted, "n_excluded": n_excluded,
@@ -307,7 +317,7 @@ def mean_row(metric: str, label: str, idx: np.ndarray, values: np.ndarray,
         details = {**details, **mean_ci_open(len(v), cfg.n_boot)}
     if include_excluded:
         details = {**details, "n_filtered": int(excluded[idx].sum())}
-    return metric_row(metric, label, float(v.mean()) if len(v) else None,
+    return metric_row(metric, label, mean_of(v) if len(v) else None,
                       found.interval,
                       **row_counts(idx, excluded, considered, usable), details=details,
                       undefined=undefined)

@@ -81,6 +81,41 @@ LARGE_N = 20_000
 statistics for a quantile) that the bootstrap converges to, instead of n_boot × n draws."""
 
 
+def exponent(values: np.ndarray) -> int:
+    """The power of two ``e`` that brings the largest magnitude among ``values`` into
+    [1, 2) when they are multiplied by 2⁻ᵉ (``np.ldexp(values, -e)``); 0 with no value, or
+    none that is finite and non-zero. Scaling by a power of two is exact in floating point,
+    and every statistic here is equivariant under it: computed on the scaled values and
+    scaled back, a mean, a deviation or a correlation has the same bits as on values near
+    1, where sums of squares neither overflow (scores of 1e200, latencies of 1e308 gave
+    ``inf`` and NaN) nor underflow (scores of 1e-200 had "no spread")."""
+    finite = np.abs(values[np.isfinite(values)]) if len(values) else values
+    top = float(np.max(finite)) if len(finite) else 0.0
+    return math.frexp(top)[1] - 1 if top > 0.0 else 0
+
+
+def unscaled(x: float, e: int) -> float:
+    """``x``·2ᵉ: a statistic computed on values scaled by :func:`exponent` brought back to
+    their unit (``inf`` where it lies beyond the largest float, which a metric row never
+    holds: see :func:`evalkit.metrics._signals.metric_row`)."""
+    with np.errstate(over="ignore"):
+        return float(np.ldexp(x, e))
+
+
+def mean_of(values: np.ndarray) -> float:
+    """The mean of ``values`` (at least one, finite) without overflow: the mean of finite
+    values is finite, where summing 1e308 and 1.5e308 first gave ``inf``."""
+    e = exponent(values)
+    return unscaled(float(np.ldexp(values, -e).mean()), e)
+
+
+def std_of(values: np.ndarray) -> float:
+    """The sample standard deviation (ddof 1) of at least two finite ``values``, without
+    overflow (1e308 and −1e308) or underflow (subnormal scores gave 0)."""
+    e = exponent(values)
+    return unscaled(float(np.ldexp(values, -e).std(ddof=1)), e)
+
+
 def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
             confidence: float = 0.95, proportion: bool = True,
             within: tuple[float, float] | None = None,
@@ -108,9 +143,15 @@ def mean_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
 
     ``(None, None, None)`` with no value, fewer than two that are not 0/1, values that are
     all equal (no spread to resample), or ``n_boot`` = 0 (no interval)."""
-    found = _mean_ci(values, n_boot, seed, confidence, proportion)
+    # on values scaled near 1 (:func:`exponent`), where no scaling may turn amounts into
+    # flags (0 and 0.5 into 0 and 1) nor flags into amounts
+    e = 0 if proportion and np.all((values == 0.0) | (values == 1.0)) else exponent(values)
+    found = _mean_ci(np.ldexp(values, -e), n_boot, seed, confidence, proportion and not e)
     if not isinstance(found, Bounds):  # a closed form, or no interval: no Monte-Carlo error
         found = Bounds(found)
+    if e and found[0] is not None:
+        mc = None if found.mc_error is None else unscaled(found.mc_error, e)
+        found = Bounds((unscaled(found[0], e), unscaled(found[1], e), found[2]), mc)
     if within is None or found[0] is None or found[1] is None:
         return found
     lo, hi = (float(np.clip(b, *within)) for b in found[:2])

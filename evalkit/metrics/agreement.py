@@ -12,6 +12,7 @@ from evalkit.metrics import _pair_statistics as stats
 from evalkit.metrics._intervals import canonical
 from evalkit.metrics._rater_pairs import PairConfig, load_pairs, pair_slices
 from evalkit.metrics._signals import metric_row
+from evalkit.metrics._stats import mean_of
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["STATISTICS", "AgreementMetric"]
@@ -95,7 +96,7 @@ class AgreementMetric(Metric):
                     "threshold_b": cfg.threshold if cfg.threshold_b is None
                     else cfg.threshold_b, "flip_b": cfg.flip_b}
             if len(both):
-                base.update(mean_a=float(scores[0].mean()), mean_b=float(scores[1].mean()))
+                base.update(mean_a=mean_of(scores[0]), mean_b=mean_of(scores[1]))
             for stat, (_, _, what) in STATISTICS.items():
                 value, why = values[stat]
                 ci = cis.get(stat, (None, None))

@@ -13,10 +13,14 @@ import pyarrow.compute as pc
 from evalkit.metrics._judged import judged_cursor_group, judged_table
 from evalkit.metrics._signals import SliceConfig, metric_row
 from evalkit.metrics._stats import (
+    exponent,
     mean_ci,
+    mean_of,
     quantile_ci,
     slice_sql,
     slices,
+    std_of,
+    unscaled,
 )
 from evalkit.plugin import Metric, Produces
 from evalkit.results.schemas import RECORDS
@@ -49,12 +53,18 @@ class DistributionConfig(SliceConfig):
             raise ValueError(f"range: {list(self.range)} must be [low, high] with low < high")
 
 
+def _quantile(a: np.ndarray, q: float) -> float:
+    # near 1 (exact): the interpolation's x₍ₖ₊₁₎ − x₍ₖ₎ of -1e308 and 1e308 overflowed
+    e = exponent(a)
+    return unscaled(float(np.quantile(np.ldexp(a, -e), q)), e)
+
+
 def _p95(a: np.ndarray) -> float:
-    return float(np.quantile(a, 0.95))
+    return _quantile(a, 0.95)
 
 
 def _p50(a: np.ndarray) -> float:
-    return float(np.quantile(a, 0.5))
+    return _quantile(a, 0.5)
 
 
 class DistributionMetric(Metric):
@@ -135,13 +145,20 @@ class DistributionMetric(Metric):
                                  "undefined": "no values in this slice"}}]
         low, high = (cfg.range if cfg.range is not None
                      else (float(arr.min()), float(arr.max())))
-        if low == high:  # every value equal: one bucket around it
-            low, high = low - 0.5, high + 0.5
-        hist, edges = np.histogram(np.clip(arr, low, high), bins=cfg.bins, range=(low, high))
-        buckets = [{"low": float(edges[i]), "high": float(edges[i + 1]),
+        # the buckets are cut near 1 (:func:`exponent`: exact), where a range of -1e308 to
+        # 1e308 has a finite width
+        e = exponent(np.array([low, high], dtype=float))
+        near = np.ldexp(np.clip(arr, low, high), -e)
+        low_s, high_s = float(np.ldexp(low, -e)), float(np.ldexp(high, -e))
+        if low_s == high_s:  # every value equal: one bucket around it (±0.5, or 2⁻²⁰ of it)
+            pad = max(float(np.ldexp(0.5, -e)), 2.0 ** -20)
+            low_s, high_s = low_s - pad, high_s + pad
+        hist, edges = np.histogram(near, bins=cfg.bins, range=(low_s, high_s))
+        edges = [unscaled(float(x), e) for x in edges]
+        buckets = [{"low": edges[i], "high": edges[i + 1],
                     "count": int(hist[i])} for i in range(cfg.bins)]
-        stats = {"mean": float(arr.mean()), "p50": _p50(arr), "p95": _p95(arr),
-                 "std": float(arr.std(ddof=1)) if len(arr) > 1 else None,
+        stats = {"mean": mean_of(arr), "p50": _p50(arr), "p95": _p95(arr),
+                 "std": std_of(arr) if len(arr) > 1 else None,
                  "min": float(arr.min()), "max": float(arr.max())}
         boot = {"n_boot": cfg.n_boot, "seed": cfg.seed, "confidence": cfg.confidence}
         clipped = int(((arr < low) | (arr > high)).sum())

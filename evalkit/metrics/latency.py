@@ -15,7 +15,7 @@ from evalkit.metrics._signals import (
     metric_row,
     row_counts,
 )
-from evalkit.metrics._stats import mean_ci, mean_ci_open, quantile_cis, slice_sql
+from evalkit.metrics._stats import mean_ci, mean_ci_open, mean_of, quantile_cis, slice_sql
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["LatencyConfig", "LatencyMetric"]
@@ -112,7 +112,7 @@ class LatencyMetric(Metric):
             else:
                 extra.update(mean_ci_open(len(v), cfg.n_boot))
             rows.append(metric_row(f"{self.name}.mean", label,
-                                   float(v.mean()) if len(v) else None,
+                                   mean_of(v) if len(v) else None,
                                    found.interval,
                                    **counts, details={**details, **extra},
                                    undefined=undefined))
