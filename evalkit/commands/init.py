@@ -111,7 +111,8 @@ def starter_files(data: str | None, name: str,
     # fields is read as its text (the last user message), the list kept in metadata
     fields = {c: found[c].spec() for c in SHOWN
               if c in found and c != "record_id" and (found[c].spec() != c or (
-                  c in ("input", "output") and is_messages(found[c].example)))}
+                  c in ("input", "output") and (is_messages(found[c].example) or
+                                                found[c].message)))}
     judges = ["pipeline_failure"] + (["prompt_echo"] if "input" in found else []) + \
         (["exact_match"] if "reference" in found else [])
     metrics = ["pipeline_failure_rate"] + (["echo_rate"] if "input" in found else []) + \

@@ -79,6 +79,7 @@ class Proposal:
     why: str = ""
     scale: float | None = None
     value_map: dict[Any, str] | None = None
+    message: bool = False  # a chat message, which the source reads as its text in fields
 
     def spec(self) -> Any:
         """The ``fields`` entry: the path, or an object with its transforms."""
@@ -491,11 +492,29 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
                 break
     if "output" not in proposals:
         raise ConfigError(_no_output(stats))
+    proposals["output"] = _whole_reply(proposals["output"], stats, forced or {})
     # leaves no proposal reads, beside them or under them (objects are their leaves)
     unmapped = [(path, st.example) for path, st in stats.items()
                 if st.share("object") < 1 and path not in taken and
                 not any(path.startswith(t + ".") or t.startswith(path + ".") for t in taken)]
     return Mapping(proposals, unmapped, n, _notes(stats, proposals))
+
+
+def _whole_reply(output: Proposal, stats: dict[str, _Stat],
+                 forced: dict[str, str]) -> Proposal:
+    """The output read from the assistant message (``choices.0.message``) rather than its
+    ``content``: the source reads a message as its text, or as its tool calls when it has
+    no text, where ``content`` is null and the call would be set aside as a failed one."""
+    parent, _, leaf = output.path.rpartition(".")
+    st = stats.get(parent)
+    # only a step named message: a whole response object (Anthropic's, with a role) is an
+    # error object in the rows of failed calls, where its content is null as it should be
+    if "output" in forced or leaf != "content" or not parent.endswith("message") or \
+            st is None or st.share("object") < 1 or not isinstance(st.example, dict) or \
+            st.example.get("role") not in ("assistant", "model", "ai"):
+        return output
+    return Proposal("output", parent, output.example, output.guess,
+                    "the assistant message: its text, or its tool calls", message=True)
 
 
 def _notes(stats: dict[str, _Stat], proposals: dict[str, Proposal]) -> list[str]:

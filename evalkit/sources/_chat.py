@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 
 __all__ = ["assistant_text", "blocks_of", "chat_column", "langchain_messages", "last_user_text",
-           "message_text", "messages_of", "part_text", "response_items", "with_messages"]
+           "message_text", "messages_of", "part_text", "response_items", "tool_calls",
+           "with_messages"]
 
 _ASSISTANT = ("assistant", "model", "ai")
 
@@ -129,12 +130,32 @@ def last_user_text(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
+_CALL_PARTS = ("tool_use", "tool_call", "function_call")
+
+
+def tool_calls(message: dict[str, Any]) -> list[Any]:
+    """The tool calls of one message: OpenAI's ``tool_calls`` (or the older
+    ``function_call``), Anthropic's ``tool_use`` blocks, GenAI's ``tool_call`` parts."""
+    calls = list(message.get("tool_calls") or [])
+    if isinstance(message.get("function_call"), dict):
+        calls.append(message["function_call"])
+    for key in ("content", "parts"):
+        if isinstance(message.get(key), list):
+            calls += [p for p in message[key]
+                      if isinstance(p, dict) and p.get("type") in _CALL_PARTS]
+    return calls
+
+
 def assistant_text(messages: list[dict[str, Any]]) -> str | None:
-    """The assistant messages' text, joined by a blank line (null when they carry none: a
-    reply that is only tool calls)."""
-    texts = [message_text(m) for m in messages if m.get("role") in _ASSISTANT]
-    joined = "\n\n".join(t for t in texts if t)
-    return joined or None
+    """The assistant messages' text, joined by a blank line; for a reply that is only tool
+    calls, the calls as JSON text (a completion: a null output reads as a failed call); null
+    when they carry neither."""
+    replies = [m for m in messages if m.get("role") in _ASSISTANT]
+    joined = "\n\n".join(t for t in map(message_text, replies) if t)
+    if joined:
+        return joined
+    calls = [c for m in replies for c in tool_calls(m)]
+    return orjson.dumps(calls).decode() if calls else None
 
 
 def chat_column(side: str, values: list[Any]) -> tuple[list[Any], dict[int, list[Any]]]:

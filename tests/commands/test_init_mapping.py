@@ -36,7 +36,7 @@ EXPECTED = {
                        "cost_usd": "meta.cost_usd", "user_action": "meta.user_edited",
                        "reference": None},
     "openai": {"record_id": "request_id", "input": "request.messages",
-               "output": "response.choices.0.message.content",
+               "output": "response.choices.0.message",
                "input_tokens": "response.usage.prompt_tokens",
                "output_tokens": "response.usage.completion_tokens",
                "latency_s": "duration_ms", "level": "response.choices.0.finish_reason"},
@@ -57,7 +57,7 @@ EXPECTED = {
                   "output": "response.content", "model": "model",  # its text blocks
                   "latency_s": "latency_ms", "input_tokens": "response.usage.input_tokens"},
     "gateway": {"record_id": "request_id", "input": "request_body.messages",
-                "output": "response_body.choices.0.message.content",
+                "output": "response_body.choices.0.message",
                 "model": "request_body.model", "level": "status",
                 "status_message": "response_body.error.message", "latency_s": "latency",
                 "cost_usd": "cost"},
@@ -71,7 +71,7 @@ EXPECTED = {
                          "latency_s": "duration_ms",
                          "output_tokens": "response.usage.output_tokens"},
     "litellm": {"record_id": "request_id", "input": "messages",
-                "output": "response.choices.0.message.content", "model": "model",
+                "output": "response.choices.0.message", "model": "model",
                 "level": "status", "latency_s": "request_duration_ms", "cost_usd": "spend",
                 "input_tokens": "prompt_tokens"},
     "otel_genai": {"record_id": "spanId", "trace_id": "traceId",
@@ -98,7 +98,7 @@ EXPECTED = {
     # a LangSmith CSV (JSON text cells, a batch of one conversation), a RAG dataset with
     # its retrieved passages, a gateway log with the latency as a string of milliseconds
     "openai_batch": {"record_id": "id", "input": None,
-                     "output": "response.body.choices.0.message.content",
+                     "output": "response.body.choices.0.message",
                      "model": "response.body.model", "status_message": "error.message",
                      "input_tokens": "response.body.usage.prompt_tokens", "latency_s": None},
     "langsmith_csv": {"record_id": "id", "input": "inputs.messages", "output": "outputs.output",
@@ -111,7 +111,7 @@ EXPECTED = {
                       "model": "outputs.llm_output.model_name", "level": "status",
                       "input_tokens": "outputs.llm_output.token_usage.prompt_tokens"},
     "helicone": {"record_id": "request.id", "input": "request.body.messages",
-                 "output": "response.body.choices.0.message.content", "model": "model",
+                 "output": "response.body.choices.0.message", "model": "model",
                  "level": "status", "status_message": "response.body.error.message",
                  "latency_s": "latency", "cost_usd": "cost"},
 }

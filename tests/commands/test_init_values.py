@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,41 @@ def test_a_flag_whose_sample_says_only_no_still_maps_its_yes(tmp_path):
     path.write_text(jsonl([{**row, "is_error": "N"} for row in _flag_rows("Y", "N")]))
     level = propose(sample_rows(path)).proposals["level"]
     assert level.value_map == {"N": "DEFAULT", "Y": "ERROR"}
+
+
+def _tool_call_rows() -> list[dict[str, Any]]:
+    """Logged Chat Completions calls: answers, tool calls (content null) and failed calls
+    (an error object, no response)."""
+    rows: list[dict[str, Any]] = []
+    for i in range(N):
+        request = {"model": "gpt-4o-mini",
+                   "messages": [{"role": "user", "content": f"What is {i} plus {i}, exactly?"}]}
+        if i % 6 == 5:
+            rows.append({"id": f"req_{i}", "request": request,
+                         "error": {"message": "Rate limit reached", "type": "requests",
+                                   "code": "rate_limit_exceeded"}})
+            continue
+        message: dict[str, Any] = {"role": "assistant", "refusal": None,
+                                   "content": f"{i} plus {i} is {2 * i}, exactly."}
+        if i % 3 == 1:
+            message.update(content=None, tool_calls=[{
+                "id": f"call_{i}", "type": "function",
+                "function": {"name": "add", "arguments": json.dumps({"a": i, "b": i})}}])
+        rows.append({"id": f"req_{i}", "request": request, "response": {
+            "id": f"chatcmpl-{i}", "object": "chat.completion", "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if i % 3 == 1 else "stop"}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}}})
+    return rows
+
+
+@pytest.mark.e2e
+def test_a_tool_call_is_a_completion_not_a_failed_call(tmp_path, monkeypatch):
+    rows = _tool_call_rows()
+    run = _init_and_run(tmp_path, monkeypatch, "calls.jsonl", jsonl(rows))
+    failed = sum("error" in r for r in rows)
+    assert (run.manifest["n_records"], run.manifest["n_excluded"]) == (N, failed)
+    assert _metric(run, "pipeline_failure_rate.raw") == pytest.approx(failed / N)
+    out = {r["record_id"]: r["output"] for r in run.records.to_pylist()}
+    assert json.loads(out["req_1"])[0]["function"]["name"] == "add"
+    assert out["req_0"] == "0 plus 0 is 0, exactly."
