@@ -144,7 +144,9 @@ def judgment_join(con: Any, judge: str, fields: list[str], alias: str,
     """``LEFT JOIN`` SQL (and its parameters) adding judge ``judge``'s ``status``, ``error``
     and ``fields`` as ``alias``: one row per record, so a judge that left several judgments
     for a record (a rerun, an imported and a computed copy) contributes its ok one first,
-    every field from that row. Picking needs a sort (a third of the time at 1M rows) that the
+    then a computed one before an imported one, then the least by the fields joined (so the
+    pick does not depend on the order the copies were written in), every field from that
+    row. Picking needs a sort (a third of the time at 1M rows) that the
     usual case, one judgment per record, does without: ``pick=None`` checks for duplicates
     first, ``False`` joins the judgments as they are (see :func:`per_record`), ``True``
     picks."""
@@ -156,9 +158,14 @@ def judgment_join(con: Any, judge: str, fields: list[str], alias: str,
     if not pick:
         return (f"LEFT JOIN (SELECT record_id, {cols} FROM judgments WHERE judge = ?) {alias} "
                 "USING (record_id)", [judge])
+    # ties broken by every field joined: which copy counts is a function of the copies, not
+    # of the order they were written in (a merge, a resume, a shuffled import gave another
+    # mean and interval when two ok copies disagreed); evalkit's own before an imported one
+    ties = ", ".join(f'"{f}" NULLS LAST' for f in dict.fromkeys(["status", "error", *fields]))
     return (f"LEFT JOIN (SELECT DISTINCT ON (record_id) record_id, {cols} FROM judgments "
             "WHERE judge = ? ORDER BY record_id, CASE status WHEN 'ok' THEN 0 "
-            f"WHEN 'error' THEN 1 ELSE 2 END) {alias} USING (record_id)", [judge])
+            "WHEN 'error' THEN 1 ELSE 2 END, CASE origin WHEN 'imported' THEN 1 ELSE 0 END, "
+            f"{ties}) {alias} USING (record_id)", [judge])
 
 
 def per_record(con: Any, query: Callable[[bool], tuple[str, list[Any]]]) -> pa.Table:

@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
+from evalkit.metrics._signals import (
+    SliceConfig,
+    index_slices,
+    judgment_join,
+    metric_row,
+    per_record,
+)
 from evalkit.metrics._stats import index_bootstrap, slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
 
@@ -57,12 +63,19 @@ class JudgeBiasMetric(Metric):
         cfg = self.config
         cols = ", ".join(slice_sql(c, "r") for c in dict.fromkeys(
             ["excluded_by", *cfg.slice_by]))
-        table = con.execute(
-            f"SELECT {cols}, r.model AS _model, coalesce(r.output_tokens, "
-            "length(r.output) / 4.0) AS _length, j.value AS _value, j.status AS _status, "
-            "j.judge_model AS _judge_model, j.details AS _details FROM records r JOIN "
-            "(SELECT * FROM judgments WHERE judge = ?) j USING (record_id)",
-            [cfg.judge]).to_arrow_table()
+
+        def query(pick: bool) -> tuple[str, list[Any]]:
+            # every record once (one judgment each, picked as every metric picks it), in
+            # order of id: the bootstraps resample rows by position, and rows in a join's
+            # order gave a merged or shuffled run other intervals
+            join, params = judgment_join(con, cfg.judge, ["value", "judge_model", "details"],
+                                         "j", pick)
+            return (f"SELECT {cols}, r.model AS _model, coalesce(r.output_tokens, "
+                    "length(r.output) / 4.0) AS _length, j.value AS _value, j.status AS "
+                    "_status, j.judge_model AS _judge_model, j.details AS _details FROM "
+                    f"records r {join} ORDER BY r.record_id", params)
+
+        table = per_record(con, query)
         col = {c: table.column(c).to_pylist() for c in
                ("_model", "_length", "_value", "_status", "_judge_model", "_details")}
         ok = np.array([s == "ok" and v is not None and exc is None for s, v, exc in zip(
