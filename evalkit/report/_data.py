@@ -227,12 +227,25 @@ def _scatter(con: Any, metrics: list[dict[str, Any]]) -> dict[str, Any] | None:
 def _review(run_dir: Path, metrics: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     import pyarrow.parquet as pq
 
+    from evalkit.errors import ConfigError
+    from evalkit.results.names import check_name
+    from evalkit.results.runfiles import leaves, skipped
+
     out: dict[str, dict[str, Any]] = {}
     for m in metrics:
         if m.get("plugin") != "disagreements" or m["slice"] != "all" or m["metric"] in out:
             continue
+        # the metric's name is read from the run: a name, never a path out of it
+        try:
+            check_name(m["metric"], "metric", "metric name")
+        except ConfigError as exc:
+            skipped(f"{run_dir / 'metrics.parquet'}: {exc}; its review queue")
+            continue
         path = run_dir / "review" / f"{m['metric']}.parquet"
         if not path.exists():
+            continue
+        if leaves(run_dir, path):
+            skipped(f"{leaves(run_dir, path)}; its review queue")
             continue
         f = pq.ParquetFile(path)
         n = f.metadata.num_rows

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import duckdb
 
 __all__ = ["MAX_MANIFEST_BYTES", "RunFileError", "check_run_tables", "check_table",
-           "load_manifest", "read_small",
+           "leaves", "load_manifest", "read_small",
            "regular", "skipped", "type_problem"]
 
 MAX_MANIFEST_BYTES = 16 << 20  # a manifest is a few KB; a config with long prompts, a few MB
@@ -172,6 +172,19 @@ def check_table(con: duckdb.DuckDBPyConnection | None, path: Path, table: str) -
     return f"{path}: {problem}" if problem else None
 
 
+def leaves(run_dir: Path, path: Path) -> str | None:
+    """Why ``path`` (a file a run's reader would open) is not ``run_dir``'s to read (it
+    resolves outside it: a link, an absolute or ``..`` path), or None when it is inside."""
+    try:
+        inside = Path(path).resolve().is_relative_to(Path(run_dir).resolve())
+    except (OSError, ValueError, RuntimeError):  # (a loop of links, a NUL)
+        inside = False
+    if inside:
+        return None
+    return (f"{path}: leads outside the run directory {run_dir} (a symbolic link?); a run's "
+            "files must be inside it")
+
+
 def check_run_tables(run_dir: Path) -> None:
     """Raise :class:`RunFileError` naming the first of ``run_dir``'s table files that cannot
     be read as its table (a reader of this one run stops in one line instead of a
@@ -184,7 +197,7 @@ def check_run_tables(run_dir: Path) -> None:
     try:
         for table, pattern in TABLE_FILES.items():
             for path in sorted(run_dir.glob(pattern)):
-                problem = check_table(con, path, table)
+                problem = leaves(run_dir, path) or check_table(con, path, table)
                 if problem:
                     raise RunFileError(problem)
     finally:

@@ -356,12 +356,25 @@ def records_view_sql(run_dir: Path) -> str:
 
 def run_connection(run_dir: Path) -> duckdb.DuckDBPyConnection:
     """DuckDB (in memory) with one finished run's ``records``, ``judgments`` and
-    ``included`` (records no filter set aside) as views: what metrics and sinks read."""
+    ``included`` (records no filter set aside) as views: what metrics, sinks, labels and the
+    report read. It reads no file outside ``run_dir``: a run handed to ``report`` or
+    ``push`` may hold a link to any file (DuckDB resolves links and refuses those that
+    leave), and no setting can turn that back on."""
     import duckdb
 
     con = duckdb.connect()
-    con.execute(f"CREATE VIEW records AS {records_view_sql(run_dir)}")
-    con.execute(f"CREATE VIEW judgments AS {judgments_view_sql(run_dir)}")
-    con.execute(f"CREATE VIEW repeats AS {judgments_view_sql(run_dir, 'repeat')}")
+    con.execute(f"SET allowed_directories = [{sql_literal(str(Path(run_dir).resolve()))}]")
+    con.execute("SET enable_external_access = false")
+    try:
+        con.execute(f"CREATE VIEW records AS {records_view_sql(run_dir)}")
+        con.execute(f"CREATE VIEW judgments AS {judgments_view_sql(run_dir)}")
+        con.execute(f"CREATE VIEW repeats AS {judgments_view_sql(run_dir, 'repeat')}")
+    except duckdb.PermissionException as exc:
+        con.close()
+        from evalkit.results.runfiles import RunFileError
+
+        where = str(exc).partition('"')[2].partition('"')[0] or str(run_dir)
+        raise RunFileError(f"{where}: leads outside the run directory {run_dir} (a symbolic "
+                           "link?); a run's files must be inside it") from None
     con.execute("CREATE VIEW included AS SELECT * FROM records WHERE excluded_by IS NULL")
     return con
