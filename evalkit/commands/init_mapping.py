@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from evalkit.errors import ConfigError
+from evalkit.paths import parts_of, walk
+from evalkit.results.schemas import RECORDS
 from evalkit.sources._chat import (
     assistant_text,
     blocks_of,
@@ -29,6 +33,7 @@ from evalkit.sources._chat import (
     message_text,
     response_items,
 )
+from evalkit.sources._mapping import BadValue, coercer
 from evalkit.sources._transforms import spec_key
 
 __all__ = ["SHOWN", "Mapping", "Proposal", "describe", "io_text", "is_messages", "propose",
@@ -172,6 +177,20 @@ def _number(value: Any) -> float | None:
     return None
 
 
+# a number with thousands separators or a unit ("1,234", "812ms", "$0.02"): a number to the
+# columns that want one, which init then finds the source cannot read, and says so
+_NUMBER_WITH_UNIT = re.compile(r"\s*[-+$]?\d{1,3}(?:,\d{3})*(?:\.\d+)?\s*(?:[a-zA-Zµ%]{1,3})?\s*|"
+                               r"\s*[-+$]?\d+(?:\.\d+)?\s*[a-zA-Zµ%]{1,3}\s*")
+
+
+def _leading_number(value: Any) -> float | None:
+    """``value`` as a number, or the number a text with a unit or separators starts with."""
+    number = _number(value)
+    if number is None and isinstance(value, str) and _NUMBER_WITH_UNIT.fullmatch(value):
+        number = _number(re.sub(r"[^\d.\-+]", "", value))
+    return number
+
+
 def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, str, Any]]:
     """``(path, kind, value)`` for ``value`` and everything under it."""
     value = _parsed(value)
@@ -207,7 +226,7 @@ def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, str, Any]]:
     if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true",
                                                                                "false")):
         yield path, "bool", value
-    elif _number(value) is not None:
+    elif _leading_number(value) is not None:
         yield path, "number", value
     else:
         yield path, "text", value
@@ -224,7 +243,7 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, _Stat]:
             if st.example is None:
                 st.example = value
             if kind == "number":
-                st.numbers.append(_number(value) or 0.0)
+                st.numbers.append(_leading_number(value) or 0.0)
                 if isinstance(value, str):
                     st.numeric_text += 1
                     st.lengths.append(len(value))
@@ -493,11 +512,48 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
     if "output" not in proposals:
         raise ConfigError(_no_output(stats))
     proposals["output"] = _whole_reply(proposals["output"], stats, forced or {})
+    unread, said = _unreadable(rows, proposals, forced or {})
     # leaves no proposal reads, beside them or under them (objects are their leaves)
     unmapped = [(path, st.example) for path, st in stats.items()
                 if st.share("object") < 1 and path not in taken and
                 not any(path.startswith(t + ".") or t.startswith(path + ".") for t in taken)]
-    return Mapping(proposals, unmapped, n, _notes(stats, proposals))
+    return Mapping(proposals, unmapped, n, unread + _notes(stats, proposals, said))
+
+
+def _unreadable(rows: list[dict[str, Any]], proposals: dict[str, Proposal],
+                forced: dict[str, str]) -> tuple[list[str], set[str]]:
+    """Each numeric or time column whose sampled values the source cannot read (day-first
+    dates, numbers with a unit: each such row would be a reject, a record lost for its
+    timestamp) is left out when that is most of them, else said with the count: the notes,
+    and the columns left out."""
+    notes: list[str] = []
+    said: set[str] = set()
+    for col, p in list(proposals.items()):
+        typ = RECORDS.field(col).type
+        if col == "record_id" or pa.types.is_string(typ):
+            continue
+        read, table = coercer(typ), {spec_key(k): v for k, v in (p.value_map or {}).items()}
+        values = [v for v in (walk(row, parts_of(p.path)) for row in rows) if v is not None]
+        failed: list[tuple[Any, str]] = []
+        for v in values:
+            try:
+                read(table.get(spec_key(v), v))
+            except BadValue as exc:
+                failed.append((v, str(exc).partition(", got ")[0]))
+        if not failed:
+            continue
+        count = f"{len(failed)} of {len(values)} sampled rows"
+        example = f"{str(failed[0][0])[:40]!r}: {failed[0][1]}"
+        if 2 * len(failed) > len(values) and col not in forced:
+            del proposals[col]
+            said.add(col)
+            notes.append(f"not mapped: {col}: {p.path} holds values the source cannot read: "
+                         f"{count} (e.g. {example}); each would be a reject: convert them, "
+                         f"or map it anyway with --field {col}={p.path}")
+        else:
+            notes.append(f"check {col}: {count} would be "
+                         f"{'a reject' if len(failed) == 1 else 'rejects'} ({example})")
+    return notes, said
 
 
 def _whole_reply(output: Proposal, stats: dict[str, _Stat],
@@ -517,8 +573,10 @@ def _whole_reply(output: Proposal, stats: dict[str, _Stat],
                     "the assistant message: its text, or its tool calls", message=True)
 
 
-def _notes(stats: dict[str, _Stat], proposals: dict[str, Proposal]) -> list[str]:
-    """Why a column the data seems to hold was not mapped."""
+def _notes(stats: dict[str, _Stat], proposals: dict[str, Proposal],
+           said: set[str]) -> list[str]:
+    """Why a column the data seems to hold was not mapped (``said``: the columns a note gave
+    the reason for already)."""
     notes = []
     for column in ("input", "output"):
         example = proposals[column].example if column in proposals else None
@@ -527,7 +585,7 @@ def _notes(stats: dict[str, _Stat], proposals: dict[str, Proposal]) -> list[str]
                          "list or dict (single quotes), not JSON: it is read as that text, "
                          "not as messages; write the file with json.dumps (pandas: to_json) "
                          "to have it read as messages")
-    said: set[str] = set()  # columns a note above says why they are not mapped
+    said = set(said)  # columns a note says why they are not mapped
     if "latency_s" not in proposals:
         def ends(word: str) -> list[str]:
             return [p for p in stats if {word} & {w for st in _words(p) for w in st}

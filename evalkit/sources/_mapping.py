@@ -104,6 +104,18 @@ def _to_list(v: Any) -> list[str]:
 def _to_timestamp(v: Any) -> datetime:
     if isinstance(v, bool):
         raise BadValue(f"expected a timestamp, got {v!r}")
+    if isinstance(v, str):
+        try:
+            return iso_time(v)
+        except ValueError:
+            pass
+        try:  # a number written as text (a CSV cell is text): the epoch time it says
+            v = float(v)
+        except ValueError:
+            raise BadValue(f"expected an ISO-8601 timestamp or a number (epoch time), got "
+                           f"{v[:40]!r}") from None
+        if not math.isfinite(v):
+            raise BadValue(f"expected a finite epoch time, got {v!r}")
     if isinstance(v, (int, float)):
         # seconds since the epoch, or milli-, micro- or nanoseconds (OpenTelemetry's
         # startTimeUnixNano) when the number is too large to be the coarser unit
@@ -112,11 +124,6 @@ def _to_timestamp(v: Any) -> datetime:
             return datetime.fromtimestamp(v / scale, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             raise BadValue(f"timestamp {v!r} is out of range") from None
-    if isinstance(v, str):
-        try:
-            return iso_time(v)
-        except ValueError:
-            raise BadValue(f"expected an ISO-8601 timestamp, got {v[:40]!r}") from None
     raise BadValue(f"expected a timestamp, got {type(v).__name__}")
 
 

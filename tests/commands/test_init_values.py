@@ -152,3 +152,48 @@ def test_a_tool_call_is_a_completion_not_a_failed_call(tmp_path, monkeypatch):
     out = {r["record_id"]: r["output"] for r in run.records.to_pylist()}
     assert json.loads(out["req_1"])[0]["function"]["name"] == "add"
     assert out["req_0"] == "0 plus 0 is 0, exactly."
+
+
+def _timed_rows(ts: list[Any], latency: list[Any]) -> list[dict[str, Any]]:
+    return [{"id": f"t{i}", "prompt": f"Name the capital of country number {i}.",
+             "completion": f"The capital of country {i} is City {i}, on the river.",
+             "ts": ts[i % len(ts)], "latency": latency[i % len(latency)]} for i in range(N)]
+
+
+def test_values_the_source_cannot_read_are_named_not_mapped(tmp_path):
+    """Day-first dates and numbers with a unit would make every row a reject (a record lost
+    for its timestamp): init leaves such a column out and says why, with an example."""
+    path = tmp_path / "timed.jsonl"
+    path.write_text(jsonl(_timed_rows(["01/11/2026 10:00", "02/11/2026 09:30"],
+                                      ["812ms", "1,234ms", "950ms"])))
+    mapping = propose(sample_rows(path))
+    assert "timestamp" not in mapping.proposals and "latency_s" not in mapping.proposals
+    text = io_text(mapping)
+    assert "not mapped: timestamp: ts holds values the source cannot read: 12 of 12 " \
+           "sampled rows (e.g. '01/11/2026 10:00': expected an ISO-8601 timestamp or a " \
+           "number (epoch time))" in text
+    assert "not mapped: latency_s: latency holds values the source cannot read: 12 of 12 " \
+           "sampled rows (e.g. '812ms': expected a number)" in text
+    assert "not found in the sampled rows: reference, model, cost_usd (" in text
+
+
+def test_a_few_values_the_source_cannot_read_are_said_as_rejects(tmp_path):
+    path = tmp_path / "timed.jsonl"
+    rows = _timed_rows(["2026-11-01T10:00:00Z"], [0.8, 1.2, 0.95])
+    rows[3]["latency"] = "n/a"
+    path.write_text(jsonl(rows))
+    mapping = propose(sample_rows(path))
+    assert mapping.proposals["latency_s"].path == "latency"
+    assert "check latency_s: 1 of 12 sampled rows would be a reject ('n/a': expected a " \
+           "number)" in io_text(mapping)
+
+
+@pytest.mark.e2e
+def test_epoch_seconds_in_a_csv_cell_are_a_timestamp(tmp_path, monkeypatch):
+    """A CSV cell is text: 1764000000 written there is the epoch time it is in JSON, not a
+    reject ("expected an ISO-8601 timestamp") of every row."""
+    rows = _timed_rows([1764000000 + 60 * i for i in range(N)], [0.8])
+    run = _init_and_run(tmp_path, monkeypatch, "timed.csv", _csv(rows))
+    assert (run.manifest["n_records"], run.rejects.num_rows) == (N, 0)
+    got = [t.timestamp() for t in run.records.column("timestamp").to_pylist()]
+    assert got == [float(r["ts"]) for r in rows]
