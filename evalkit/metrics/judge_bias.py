@@ -66,14 +66,15 @@ class JudgeBiasMetric(Metric):
 
         def query(pick: bool) -> tuple[str, list[Any]]:
             # every record once (one judgment each, picked as every metric picks it), in
-            # order of id: the bootstraps resample rows by position, and rows in a join's
-            # order gave a merged or shuffled run other intervals
+            # order of content (ORDER BY ALL, every column read): the bootstraps resample
+            # rows by position, and rows in the join's or the ids' order gave a merged,
+            # shuffled or renamed run other intervals
             join, params = judgment_join(con, cfg.judge, ["value", "judge_model", "details"],
                                          "j", pick)
-            return (f"SELECT {cols}, r.model AS _model, coalesce(r.output_tokens, "
-                    "length(r.output) / 4.0) AS _length, j.value AS _value, j.status AS "
-                    "_status, j.judge_model AS _judge_model, j.details AS _details FROM "
-                    f"records r {join} ORDER BY r.record_id", params)
+            return ("SELECT j.value AS _value, coalesce(r.output_tokens, length(r.output) / "
+                    "4.0) AS _length, r.model AS _model, j.status AS _status, j.judge_model "
+                    f"AS _judge_model, j.details AS _details, {cols} FROM records r {join} "
+                    "ORDER BY ALL NULLS LAST", params)
 
         table = per_record(con, query)
         col = {c: table.column(c).to_pylist() for c in

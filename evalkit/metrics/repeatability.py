@@ -45,6 +45,12 @@ def fleiss_kappa(counts: np.ndarray) -> float:
     return float((p_subject.mean() - chance) / (1.0 - chance))
 
 
+def _repeat_key(repeat: tuple[float | None, float]) -> tuple[bool, float, float]:
+    """A total order on one repeat's (score, flag): a missing score last."""
+    value, flagged = repeat
+    return value is None, 0.0 if value is None else value, flagged
+
+
 class RepeatabilityMetric(Metric):
     """Rows ``NAME.flip_rate`` (records whose verdict differs between repeats, among those
     judged at least twice; Wilson interval), ``NAME.kappa`` (Fleiss' kappa of the verdicts
@@ -93,10 +99,13 @@ class RepeatabilityMetric(Metric):
         k = max((len(v) for v in by_record.values()), default=0)
         rows = []
         for label, idx in index_slices(records, list(cfg.slice_by)):
-            # by id: the cluster bootstrap's draws are then a function of the set of records,
-            # not of the order a run (or a merge of shards) wrote them in
-            kept = sorted(ids[i] for i in idx if not excluded[i])
-            judged = [by_record[r] for r in kept if len(by_record.get(r, ())) >= 2]
+            # each record's repeats sorted, the records sorted by them: the cluster
+            # bootstrap's draws (and the sums' bits) are then a function of the repeats, not
+            # of the order a run, a merge of shards or a resume wrote them in, nor of the ids
+            kept = [ids[i] for i in idx if not excluded[i]]
+            judged = sorted((sorted(by_record[r], key=_repeat_key) for r in kept
+                             if len(by_record.get(r, ())) >= 2),
+                            key=lambda reps: [_repeat_key(x) for x in reps])
             counts = dict(n_attempted=len(idx), n_excluded=int(excluded[idx].sum()),
                           n_judged=len(judged), n_unscored=len(kept) - len(judged))
             rows += self._rows(label, judged, k, counts)
