@@ -323,7 +323,10 @@ _ROLES = (
           ("input", "prompt", "question", "query", "messages", "instruction", "user_input",
            "user_message", "inputs", "raw_prompt", "question_text"),
           ("prompt", "question", "query", "input", "messages", "instruction"),
-          ("request", "prompt", "input", "inputs", "vars")),
+          ("request", "prompt", "input", "inputs", "vars"),
+          # a failed call's output may be the request envelope, its messages included
+          ("output", "outputs", "response", "completion", "choices", "generations",
+           "error")),
     _Role("output", ("text",),
           ("output", "response", "completion", "answer", "generation", "reply",
            "prediction", "generated_text", "output_text", "model_output", "outputs",
@@ -512,7 +515,16 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
     if "output" not in proposals:
         raise ConfigError(_no_output(stats))
     proposals["output"] = _whole_reply(proposals["output"], stats, forced or {})
+    taken.add(proposals["output"].path)  # (the message, when it is read whole)
     unread, said = _unreadable(rows, proposals, forced or {})
+    rid = proposals.get("record_id")
+    if rid is not None and "record_id" not in (forced or {}) and stats[rid.path].present < n:
+        # a line with no id would be a reject: a failed call's bare {"error": ...} envelope
+        # lost from the failure rate, where a file-and-line id keeps it a record
+        del proposals["record_id"]
+        unread.append(f"not mapped: record_id: {rid.path} is missing in "
+                      f"{n - stats[rid.path].present} of {n} sampled rows; records are named "
+                      "by file and line")
     # leaves no proposal reads, beside them or under them (objects are their leaves)
     unmapped = [(path, st.example) for path, st in stats.items()
                 if st.share("object") < 1 and path not in taken and
@@ -533,7 +545,8 @@ def _unreadable(rows: list[dict[str, Any]], proposals: dict[str, Proposal],
         if col == "record_id" or pa.types.is_string(typ):
             continue
         read, table = coercer(typ), {spec_key(k): v for k, v in (p.value_map or {}).items()}
-        values = [v for v in (walk(row, parts_of(p.path)) for row in rows) if v is not None]
+        values = [v for v in (walk(row, parts_of(p.path)) for row in rows)
+                  if v is not None and not (isinstance(v, str) and not v.strip())]
         failed: list[tuple[Any, str]] = []
         for v in values:
             try:

@@ -754,7 +754,9 @@ class RecordBuilder:
         coerce = coercer(typ)
         out = []
         for i, v in enumerate(vals):
-            if v is None:
+            if v is None or (type(v) is str and not v.strip()):
+                # "" is no value, as an empty CSV cell is: JSON logs write it where nothing
+                # was measured, and a reject would drop the record (a failed call's)
                 out.append(None)
                 continue
             try:

@@ -75,7 +75,8 @@ class FieldSpec:
                 self._closed(out, bad)
         if self.scale is not None:
             for i, v in enumerate(out):
-                if v is None:
+                if v is None or (isinstance(v, str) and not v.strip()):
+                    out[i] = None  # no value, as for an unscaled column (sources/_mapping)
                     continue
                 try:
                     if isinstance(v, bool):

@@ -197,3 +197,54 @@ def test_epoch_seconds_in_a_csv_cell_are_a_timestamp(tmp_path, monkeypatch):
     assert (run.manifest["n_records"], run.rejects.num_rows) == (N, 0)
     got = [t.timestamp() for t in run.records.column("timestamp").to_pylist()]
     assert got == [float(r["ts"]) for r in rows]
+
+
+def _mixed_rows() -> list[dict[str, Any]]:
+    """A gateway log with three shapes of line: answers; failed calls whose output is the
+    request envelope (latency "" where none was measured); bare error envelopes, no id."""
+    rows: list[dict[str, Any]] = []
+    for i in range(20):
+        if i % 7 == 3:
+            rows.append({"error": {"message": "The server had an error while processing "
+                                              "your request.", "type": "server_error",
+                                   "code": 500}})
+        elif i % 7 == 5:
+            rows.append({"id": f"g{i}", "input": f"Translate sentence {i} to French please",
+                         "output": {"completion": None, "rawRequest": {
+                             "model": "gpt-4o",
+                             "messages": [{"role": "user", "content": f"Translate {i}"}]}},
+                         "model": "gpt-4o", "latency_ms": "", "level": "ERROR"})
+        else:
+            rows.append({"id": f"g{i}", "input": f"Translate sentence {i} to French please",
+                         "output": f"Phrase numéro {i} en français.", "model": "gpt-4o",
+                         "latency_ms": 500 + 10 * i})
+    return rows
+
+
+def test_the_prompt_is_not_read_from_a_failed_calls_envelope(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(jsonl(_mixed_rows()))
+    mapping = propose(sample_rows(path))
+    assert mapping.proposals["input"].path == "input"
+    assert "record_id" not in mapping.proposals  # three lines have no id
+    text = io_text(mapping)
+    assert "not mapped: record_id: id is missing in 3 of 20 sampled rows" in text
+    assert "check" not in text  # latency "" is no value to the source: no reject
+
+
+@pytest.mark.e2e
+def test_every_failed_line_counts_as_a_failed_call(tmp_path, monkeypatch):
+    """A failed call is a record set aside, not a reject (for its missing id, or its latency
+    ""): rejects fall out of pipeline_failure_rate, which then read 0 of 14."""
+    import gzip
+
+    monkeypatch.chdir(tmp_path)
+    with gzip.open(tmp_path / "mixed.jsonl.gz", "wt") as fh:
+        fh.write(jsonl(_mixed_rows()))
+    init.main(argparse.Namespace(what=["mixed.jsonl.gz"], name="starter", dir=".", field=[],
+                                 force=False))
+    run = evalkit.run("starter")
+    failed = sum("error" in r or r.get("level") == "ERROR" for r in _mixed_rows())
+    assert (run.manifest["n_records"], run.rejects.num_rows) == (20, 0)
+    assert run.manifest["n_excluded"] == failed == 6
+    assert _metric(run, "pipeline_failure_rate.raw") == pytest.approx(6 / 20)

@@ -119,3 +119,24 @@ def test_a_level_or_action_its_map_does_not_list_is_a_reject(ctx, tmp_path, same
               "DEFAULT, WARNING, ERROR); add it to fields.level.map"),
         ("4", "field 'user_action' (from 'edited'): 'maybe' is not in its map and not a user "
               "action (accepted, edited, bypassed); add it to fields.user_action.map")]
+
+
+@pytest.mark.parametrize("same_shape", [True, False])
+def test_an_empty_text_for_a_number_or_a_time_is_no_value(ctx, tmp_path, same_shape):
+    """JSON logs write "" where nothing was measured, as a CSV leaves a cell empty: no value,
+    not a reject that drops the record (a failed call's, from pipeline_failure_rate)."""
+    rows = [{"id": "a", "text": "x", "ms": 1200, "cost": "0.5", "ts": "2026-11-01T00:00:00Z",
+             "n": 3},
+            {"id": "b", "text": "y", "ms": "", "cost": " ", "ts": "", "n": ""}]
+    if not same_shape:
+        rows[1]["extra"] = 1
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = JsonlSourceConfig(path=str(path), record_id="id", workers=0, fields={
+        "output": "text", "latency_s": {"path": "ms", "scale": 0.001}, "cost_usd": "cost",
+        "timestamp": "ts", "input_tokens": "n"})
+    got = read(JsonlSource("j", cfg, ctx))
+    assert not got.rejects
+    assert [(r["latency_s"], r["cost_usd"], r["input_tokens"]) for r in got.table.to_pylist()] \
+        == [(1.2, 0.5, 3), (None, None, None)]
+    assert got.table.column("timestamp").to_pylist()[1] is None
