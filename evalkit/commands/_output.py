@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -116,12 +117,13 @@ def vertical_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> lis
     return out
 
 
-def markdown_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """A Markdown table; every name and value through :func:`markdown_text` (one line, no
-    link, image, HTML or mention from data)."""
-    return ["| " + " | ".join(markdown_text(c) for c in columns) + " |",
-            "|" + "|".join(" --- " for _ in columns) + "|",
-            *("| " + " | ".join(markdown_text(cell(v)) for v in row) + " |" for row in rows)]
+def markdown_lines(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Iterator[str]:
+    """A Markdown table, line by line; every name and value through :func:`markdown_text`
+    (one line, no link, image, HTML or mention from data)."""
+    yield "| " + " | ".join(markdown_text(c) for c in columns) + " |"
+    yield "|" + "|".join(" --- " for _ in columns) + "|"
+    for row in rows:
+        yield "| " + " | ".join(markdown_text(cell(v)) for v in row) + " |"
 
 
 def _plain(value: Any, formulas: bool) -> Any:
@@ -132,43 +134,58 @@ def _plain(value: Any, formulas: bool) -> Any:
     return value if formulas else csv_cell(value)
 
 
-def _write(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
-           out: TextIO, max_rows: int | None, note: str | None, formulas: bool = False) -> None:
+def _write(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str,
+           out: TextIO, max_rows: int | None, note: str | None, formulas: bool = False) -> int:
+    """Write ``rows`` (read once, as they come: a large result is never held whole) in
+    ``fmt``; how many there were."""
+    n = 0
+
+    def counted() -> Iterator[Sequence[Any]]:
+        nonlocal n
+        for row in rows:
+            n += 1
+            yield row
+
     if fmt == "csv":
         writer = csv.writer(out)
         writer.writerow([_plain(c, formulas) for c in columns])
-        writer.writerows([_plain(v, formulas) for v in row] for row in rows)
-    elif fmt == "json":
-        # an array with one object per line: valid JSON that still reads line by line
-        objects = (json_visible(json.dumps(dict(zip(columns, row, strict=True)), default=str,
-                                           ensure_ascii=False)) for row in rows)
-        out.write("[\n" + ",\n".join(objects) + "\n]\n" if rows else "[]\n")
-    elif fmt == "jsonl":
-        for row in rows:
-            out.write(json_visible(json.dumps(dict(zip(columns, row, strict=True)),
-                                              default=str, ensure_ascii=False)) + "\n")
+        writer.writerows([_plain(v, formulas) for v in row] for row in counted())
+    elif fmt in ("json", "jsonl"):
+        # json: an array with one object per line, valid JSON that still reads line by line
+        for row in counted():
+            text = json_visible(json.dumps(dict(zip(columns, row, strict=True)), default=str,
+                                           ensure_ascii=False))
+            out.write(text + "\n" if fmt == "jsonl" else ("[\n" if n == 1 else ",\n") + text)
+        if fmt == "json":
+            out.write("\n]\n" if n else "[]\n")
     elif fmt == "markdown":
-        out.write("\n".join(markdown_lines(columns, rows)) + "\n")
+        for line in markdown_lines(columns, counted()):
+            out.write(line + "\n")
     else:
-        shown = rows if max_rows is None else rows[:max_rows]
+        found = iter(counted())
+        shown = list(found if max_rows is None else itertools.islice(found, max_rows))
+        for _ in found:  # the rows not shown: counted, not kept
+            pass
         lines = None if fmt == "vertical" else table_lines(columns, shown, _width())
         if lines is None:
             lines = vertical_lines(columns, shown)
         out.write("\n".join(lines) + "\n")
-        hidden = len(rows) - len(shown)
-        footer = f"{len(rows)} row{'' if len(rows) == 1 else 's'}" + (
+        hidden = n - len(shown)
+        footer = f"{n} row{'' if n == 1 else 's'}" + (
             f" ({hidden} not shown; --max-rows N, or --format csv|json)" if hidden else "")
         note = visible(note) if note else note  # (it may name runs: data)
-        out.write(f"{note}\n" if note and not rows else
+        out.write(f"{note}\n" if note and not n else
                   (f"{note}\n" if note else "") + footer + "\n")
+    return n
 
 
-def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
+def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str,
          out: str | None = None, *, max_rows: int | None = None,
          note: str | None = None, csv_formulas: bool = False) -> None:
-    """Print ``rows`` (or write them to ``out``) in ``fmt``. ``note`` is a line shown under a
-    table for people (never in machine formats). ``csv_formulas``: CSV cells that start like
-    a formula are written as they are (by default they get a leading ``'``)."""
+    """Print ``rows`` (or write them to ``out``) in ``fmt``; ``rows`` is read once, as it
+    comes (an iterator of a large result is never held whole). ``note`` is a line shown
+    under a table for people (never in machine formats). ``csv_formulas``: CSV cells that
+    start like a formula are written as they are (by default they get a leading ``'``)."""
     if fmt == "parquet":
         if not out:
             from evalkit.errors import EvalkitError
@@ -182,11 +199,12 @@ def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
         table = pa.Table.from_pylist([dict(zip(columns, row, strict=True)) for row in rows])
         with atomic_path(Path(out)) as tmp:
             pq.write_table(table, tmp)
+        n = table.num_rows
     elif out:
         from evalkit.results.writer import atomic_path
 
         with atomic_path(Path(out)) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
-            _write(columns, rows, fmt, fh, None, None, csv_formulas)
+            n = _write(columns, rows, fmt, fh, None, None, csv_formulas)
     else:
         try:
             _write(columns, rows, fmt, sys.stdout, max_rows, note, csv_formulas)
@@ -194,4 +212,4 @@ def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
         except BrokenPipeError:  # `| head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
-    print(f"wrote {len(rows)} rows to {out}", file=sys.stderr)
+    print(f"wrote {n} rows to {out}", file=sys.stderr)

@@ -79,9 +79,13 @@ def _answer(con, args: argparse.Namespace, fmt: str, run: str | None, where: str
             pq.write_table(table, tmp)
         print(f"wrote {table.num_rows} rows to {args.out}", file=sys.stderr)
         return 0
-    columns, rows = run_query(con, args.sql)
+    import itertools
+
+    columns, stream = run_query(con, args.sql, stream=True)
+    first = next(stream, None)  # (an empty result says what was read)
+    rows = () if first is None else itertools.chain((first,), stream)
     note = None
-    if not rows:
+    if first is None:
         # say what was read: an empty result over the wrong directory looks like no data
         n_runs = con.sql("SELECT count(*) FROM runs").fetchone()[0]
         what = f"run {run}" if run is not None else f"{n_runs} run(s)"

@@ -324,11 +324,14 @@ def _create_view(con: duckdb.DuckDBPyConnection, name: str, sql: str, root: Path
 
 
 def run_query(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, sql: str,
-              arrow: bool = False, params: object = None):
+              arrow: bool = False, params: object = None, stream: bool = False):
     """Run ``sql``, which must pass :func:`check_read_only`. Returns ``(columns, rows)``, or
-    a pyarrow Table when ``arrow`` is true (pyarrow is imported only then)."""
+    a pyarrow Table when ``arrow`` is true (pyarrow is imported only then). With ``stream``,
+    ``rows`` is an iterator read in chunks (a large result is never held whole)."""
     result = _execute(con, sql, params, save_hint=True)
-    return result.arrow() if arrow else (result.columns, result.fetchall())
+    if arrow:
+        return result.arrow()
+    return result.columns, (result.rows() if stream else result.fetchall())
 
 
 def _remake_changed_views(con: duckdb.DuckDBPyConnection) -> bool:

@@ -312,6 +312,12 @@ class QueryResult:
     def fetchall(self) -> list[tuple]:
         return self._cursor.fetchall()
 
+    def rows(self, size: int = 10_000) -> Iterator[tuple]:
+        """Every row, read ``size`` at a time: a result within DuckDB's memory limit is never
+        held whole as Python tuples (several times its size in DuckDB)."""
+        while chunk := self._cursor.fetchmany(size):
+            yield from chunk
+
     def df(self):
         """The rows as a pandas DataFrame (pandas must be installed)."""
         return self._cursor.fetchdf()
