@@ -380,14 +380,6 @@ def _resampled(values: np.ndarray, stat: Callable[[np.ndarray], float], n_boot: 
     return bootstrap_bounds(np.concatenate(stats), len(values), confidence)
 
 
-def quantile_ci(values: np.ndarray, q: float, confidence: float,
-                ) -> tuple[float | None, float | None]:
-    """The distribution-free interval of the ``q`` quantile from order statistics
-    (:func:`evalkit.metrics._intervals.quantile_interval`); a bound is None where too few
-    values lie beyond it."""
-    return quantile_cis(values, [q], confidence)[0][:2]
-
-
 def quantile_cis(values: np.ndarray, qs: list[float], confidence: float
                  ) -> list[tuple[float | None, float | None, str | None]]:
     """:func:`quantile_interval` of each quantile in ``qs`` over one sort of ``values``:

@@ -63,3 +63,24 @@ def test_constant_and_empty(tmp_path):
 def test_bad_config(cfg, message):
     with pytest.raises(ConfigError, match=message):
         instance("metrics", "d", {"plugin": "distribution", **cfg}, "metrics.d")
+
+
+@pytest.mark.parametrize("n", [2, 20, 40])
+def test_a_quantile_bound_left_open_says_why_as_latencys_does(tmp_path, n):
+    """The p95 of a few values has no upper bound in the data: the row said nothing of it
+    (the order-statistic interval's reason was dropped), where latency's p95 says it."""
+    from evalkit.metrics.latency import LatencyConfig, LatencyMetric
+
+    recs = [{"record_id": str(i), "latency_s": (i * 37 % n) / n} for i in range(n)]
+    judg = [{"record_id": str(i), "judge": "J", "value": (i * 37 % n) / n, "status": "ok"}
+            for i in range(n)]
+    con = connect(tmp_path, recs, judg)
+    rows = rows_by(DistributionMetric("d", DistributionConfig(judge="J"), None).compute(con))
+    latency = rows_by(LatencyMetric("l", LatencyConfig(percentiles=[50.0, 95.0]),
+                                    None).compute(con))
+    for q in ("p50", "p95"):
+        mine, theirs = rows[(f"d.{q}", "all")], latency[(f"l.{q}", "all")]
+        assert (mine["ci_low"], mine["ci_high"]) == (theirs["ci_low"], theirs["ci_high"])
+        assert mine["details"].get("ci_open") == theirs["details"].get("ci_open"), q
+        if None in (mine["ci_low"], mine["ci_high"]):
+            assert mine["details"]["ci_open"], q
