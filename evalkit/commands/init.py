@@ -119,6 +119,9 @@ def starter_files(data: str | None, name: str,
         (["latency"] if "latency_s" in found else []) + \
         (["edit_rate"] if "user_action" in found else [])
     slices = ["model"] if "model" in found else []
+    # runs of a tree whose other level holds the output: set aside first, with the reason
+    tree = mapping.set_aside
+    filters = (["sql"] if tree else []) + ["pipeline_failure"]
     own: dict[str, dict[str, object]] = {}
     if "reference" in found:
         # the share that matches (rate counts the flagged ones, the misses, by default)
@@ -147,7 +150,7 @@ alerts:
 # What init found, from the rows it sampled (? marks a guess: check it):{seen}
 defaults:
   - override /source: {kind}
-  - override /filters: [pipeline_failure]   # failed calls are set aside, never judged
+  - override /filters: [{", ".join(filters)}]   # failed calls are set aside, never judged
   - override /judges: [{", ".join(judges)}]
   - override /metrics: [{", ".join(metrics)}]
   - _self_
@@ -155,7 +158,7 @@ defaults:
 experiment: {name}
 source:
 {_yaml(source, 2)}
-{"metrics:" + chr(10) + _yaml(own, 2) if own else ""}{alerts}"""
+{"metrics:" + chr(10) + _yaml(own, 2) if own else ""}{_tree_filter(tree)}{alerts}"""
     judge = """# A judge preset of your own: use it with judges=[pipeline_failure,strict_echo]
 # or in an experiment's defaults. `evalkit plugins prompt_echo` lists its keys.
 strict_echo:
@@ -164,6 +167,12 @@ strict_echo:
 """
     return ({f"conf/experiment/{name}.yaml": experiment, "conf/judges/strict_echo.yaml": judge},
             io_text(mapping))
+
+
+def _tree_filter(tree: tuple[str, str] | None) -> str:
+    if tree is None:
+        return ""
+    return "filters:\n" + _yaml({"sql": {"where": tree[0], "reason": tree[1]}}, 2)
 
 
 def plugin_files(name: str) -> dict[str, str]:

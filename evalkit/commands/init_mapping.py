@@ -108,6 +108,9 @@ class Mapping:
     # what could not be mapped or needs a look, and why (a duration the rows hold only as
     # start and end; messages written as Python's printout, not JSON)
     notes: list[str] = field(default_factory=list)
+    # the rows of a tree (runs with a parent id) that lack the output, as the predicate and
+    # reason of a sql filter that sets them aside before pipeline_failure calls them failed
+    set_aside: tuple[str, str] | None = None
 
 
 def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
@@ -529,7 +532,48 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
     unmapped = [(path, st.example) for path, st in stats.items()
                 if st.share("object") < 1 and path not in taken and
                 not any(path.startswith(t + ".") or t.startswith(path + ".") for t in taken)]
-    return Mapping(proposals, unmapped, n, unread + _notes(stats, proposals, said))
+    tree = _tree(rows, proposals["output"].path)
+    if tree is not None:
+        unread.append(tree[2])
+    return Mapping(proposals, unmapped, n, unread + _notes(stats, proposals, said),
+                   tree[:2] if tree is not None else None)
+
+
+_PARENT_KEYS = ("parent_run_id", "parent_id", "parent_observation_id", "parent_span_id")
+
+
+def _tree(rows: list[dict[str, Any]], output: str) -> tuple[str, str, str] | None:
+    """When the rows are runs of a tree (a top-level parent id, set in some rows) and the
+    output is in one level only (a LangSmith export: the root chain run holds the answer,
+    its child LLM run generations), the sql predicate and reason that set the other level
+    aside, and the note that says so; else ``None``. Each row is a record: a child run read
+    at the root's output path would be a failed call (no output)."""
+    keys = {k for row in rows for k in row if isinstance(k, str)}
+    parent = next((k for k in keys if "_".join(w for s in _words(k) for w in s)
+                   in _PARENT_KEYS), None)
+    if parent is None:
+        return None
+    parts = parts_of(output)
+    child = [walk(row, parts) is not None for row in rows if row.get(parent) is not None]
+    root = [walk(row, parts) is not None for row in rows if row.get(parent) is None]
+    if not child or not root:
+        return None
+    has = {"child": sum(child) / len(child), "root": sum(root) / len(root)}
+    lacking = next((side for side, other in (("child", "root"), ("root", "child"))
+                    if has[side] <= 0.1 and has[other] >= 0.5), None)
+    if lacking is None:
+        return None
+    test = "IS NOT NULL" if lacking == "child" else "IS NULL"
+    where = f"json_extract_string(metadata, '$.\"{parent}\"') {test}"
+    what = f"a child run ({parent} set)" if lacking == "child" else f"a root run (no {parent})"
+    reason = f"{what}: the output is in the runs with {'none' if lacking == 'child' else 'one'}"
+    count = len(child) if lacking == "child" else len(root)
+    note = (f"set aside: {count} of {len(rows)} sampled rows are "
+            f"{'children' if lacking == 'child' else 'roots'} ({parent} "
+            f"{'set' if lacking == 'child' else 'null'}) without {output}: each row is a "
+            "record, and those would read as failed calls; the experiment sets them aside "
+            "with an sql filter before pipeline_failure")
+    return where, reason, note
 
 
 def _unreadable(rows: list[dict[str, Any]], proposals: dict[str, Proposal],

@@ -248,3 +248,40 @@ def test_every_failed_line_counts_as_a_failed_call(tmp_path, monkeypatch):
     assert (run.manifest["n_records"], run.rejects.num_rows) == (20, 0)
     assert run.manifest["n_excluded"] == failed == 6
     assert _metric(run, "pipeline_failure_rate.raw") == pytest.approx(6 / 20)
+
+
+def _run_tree() -> list[dict[str, Any]]:
+    """A LangSmith export: per question a root chain run (question, answer) and its child
+    LLM run (messages, generations); the fourth question's calls failed."""
+    rows: list[dict[str, Any]] = []
+    for t in range(5):
+        root, question = f"00000000-0000-4000-8000-00000000000{t}", f"Capital of country {t}?"
+        answer = None if t == 3 else f"The capital of country {t} is City {t}."
+        rows.append({"id": root, "run_type": "chain", "trace_id": root, "parent_run_id": None,
+                     "status": "error" if t == 3 else "success", "inputs": {"question": question},
+                     "outputs": answer and {"output": answer}})
+        rows.append({"id": f"1{root[1:]}", "run_type": "llm", "trace_id": root,
+                     "parent_run_id": root, "status": "error" if t == 3 else "success",
+                     "inputs": {"messages": [[{"role": "user", "content": question}]]},
+                     "outputs": answer and {"generations": [[{"text": answer}]]}})
+    return rows
+
+
+def test_runs_of_a_tree_are_said_and_one_level_is_set_aside(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_text(jsonl(_run_tree()))
+    mapping = propose(sample_rows(path))
+    assert mapping.set_aside == ("json_extract_string(metadata, '$.\"parent_run_id\"') IS NOT "
+                                 "NULL", "a child run (parent_run_id set): the output is in "
+                                 "the runs with none")
+    assert "set aside: 5 of 10 sampled rows are children (parent_run_id set)" in \
+        io_text(mapping)
+
+
+@pytest.mark.e2e
+def test_child_runs_are_not_counted_as_failed_calls(tmp_path, monkeypatch):
+    run = _init_and_run(tmp_path, monkeypatch, "runs.jsonl", jsonl(_run_tree()))
+    excluded = {}
+    for r in run.records.to_pylist():
+        excluded[r["excluded_by"]] = excluded.get(r["excluded_by"], 0) + 1
+    assert excluded == {None: 4, "sql": 5, "pipeline_failure": 1}
