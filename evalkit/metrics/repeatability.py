@@ -1,8 +1,9 @@
 """``repeatability``: how far a judge agrees with itself when it judges the same record again
 (``runner.repeats``): the share of records whose verdict flipped between repeats, Fleiss'
 kappa across repeats, the within-record spread of the scores, and the flag rate over every
-repeat. Repeats of a record are not independent: every interval resamples records, each
-with all its repeats (a cluster bootstrap)."""
+repeat. Repeats of a record are not independent: the intervals of kappa and spread resample
+records, each with all its repeats (a cluster bootstrap); the flag rate's is Wilson's at the
+effective size of a proportion clustered in records."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.checks import check_flag_at
+from evalkit.metrics._intervals import clustered_proportion_ci
 from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
 from evalkit.metrics._stats import index_bootstrap, slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
@@ -55,8 +57,9 @@ class RepeatabilityMetric(Metric):
     """Rows ``NAME.flip_rate`` (records whose verdict differs between repeats, among those
     judged at least twice; Wilson interval), ``NAME.kappa`` (Fleiss' kappa of the verdicts
     over the records with every repeat usable), ``NAME.spread`` (mean within-record
-    standard deviation of the scores) and ``NAME.rate`` (the flag rate over every repeat),
-    per slice; the last three with cluster-bootstrap intervals over records."""
+    standard deviation of the scores) and ``NAME.rate`` (the flag rate over every repeat;
+    Wilson's interval at its effective size, the repeats of a record being a cluster), per
+    slice; kappa and spread with cluster-bootstrap intervals over records."""
 
     Config = RepeatabilityConfig
     higher_is_better = None
@@ -123,10 +126,11 @@ class RepeatabilityMetric(Metric):
         if len(flipped):
             ones = int(flipped.sum())
             out.append(metric_row(f"{name}.flip_rate", label, ones / len(flipped),
-                                  wilson_ci(ones, len(flipped), cfg.confidence), **counts,
-                                  details={"ci_method": "wilson", "repeats": k, "what":
-                                           "share of records whose verdict differs between "
-                                           "repeats"}))
+                                  wilson_ci(ones, len(flipped), cfg.confidence)
+                                  if cfg.n_boot else (None, None), **counts,
+                                  details={**({"ci_method": "wilson"} if cfg.n_boot else {}),
+                                           "repeats": k, "what": "share of records whose "
+                                           "verdict differs between repeats"}))
         else:
             out.append(metric_row(f"{name}.flip_rate", label, None, (None, None), **counts,
                                   details={}, undefined=why))
@@ -143,16 +147,32 @@ class RepeatabilityMetric(Metric):
             "spread": (lambda i: float(spreads[i].mean()), len(spreads),
                        "no record with two usable scores in this slice",
                        "mean within-record standard deviation of the scores"),
-            "rate": (lambda i: float(sums[i].sum() / sizes[i].sum()), len(sums), why,
-                     "share of judgments flagged, over every repeat"),
         }
         for stat, (fn, n, undefined, what) in stats.items():
             value = fn(np.arange(n)) if n else None
             ci: tuple[Any, Any] = (None, None)
-            if value is not None and not np.isnan(value) and n >= 2 and cfg.n_boot:
-                ci = index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
+            how: dict[str, str] = {}
+            if value is not None and not np.isnan(value) and cfg.n_boot:
+                if n < 2:
+                    how = {"ci_open": "one record: nothing to resample records from"}
+                elif stat == "spread" and np.all(spreads == spreads[0]):
+                    how = {"ci_open": "every record's spread is equal: no spread to "
+                                      "resample (an interval of no width says nothing)"}
+                else:
+                    ci = index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
+                    how = {"ci_method": "cluster bootstrap (records)"}
             out.append(metric_row(f"{name}.{stat}", label, value, ci, **counts,
-                                  details={"ci_method": "cluster bootstrap (records)",
-                                           "repeats": k, "what": what},
+                                  details={**how, "repeats": k, "what": what},
                                   undefined=undefined))
+        # the flag rate over every repeat is a proportion pooled over records (clusters of
+        # repeats): Wilson's interval at the ratio's effective size, as citation precision;
+        # the cluster bootstrap of 0 flags in 12 judgments resampled to [0, 0]
+        rate = float(sums.sum() / sizes.sum()) if len(sums) else None
+        ci = clustered_proportion_ci(sums, sizes, cfg.confidence) \
+            if rate is not None and cfg.n_boot else (None, None)
+        out.append(metric_row(f"{name}.rate", label, rate, ci, **counts,
+                              details={**({"ci_method": "wilson (effective n)"}
+                                          if cfg.n_boot else {}), "repeats": k,
+                                       "what": "share of judgments flagged, over every "
+                                               "repeat"}, undefined=why))
         return out

@@ -106,3 +106,49 @@ def test_runner_repeats_store_every_repeat_and_keep_judgments_as_they_were(tmp_p
     rows = {r["metric"]: r for r in rep.metrics.to_pylist() if r["slice"] == "all"}
     assert rows["rep.flip_rate"]["value"] == 0  # a deterministic judge never flips
     assert rows["rep.kappa"]["value"] == 1 and plain.run_dir.name == "one"
+
+
+def test_a_rate_with_no_flag_keeps_a_width_as_every_clustered_proportion(tmp_path):
+    """0 of 12 judgments flagged resampled to [0, 0]: the flag rate is a proportion pooled
+    over records, and takes Wilson's interval at its effective size, as citation precision
+    does (at 0 or 1 that size is the number of judgments)."""
+    from evalkit.metrics._intervals import clustered_proportion_ci
+
+    none = rows_of(write_repeats(tmp_path / "none", [[False] * 3] * 4), threshold=None)
+    rate = none[("rep.rate", "all")]
+    assert rate["value"] == 0.0
+    assert (rate["ci_low"], rate["ci_high"]) == pytest.approx(wilson(0, 12))
+    assert rate["details"]["ci_method"] == "wilson (effective n)"
+    flags = [[True] * 3, [True, False, True], [False] * 3, [False, True, False]] * 3
+    some = rows_of(write_repeats(tmp_path / "some", flags))[("rep.rate", "all")]
+    sums = np.array([sum(f) for f in flags])
+    assert (some["ci_low"], some["ci_high"]) == pytest.approx(
+        clustered_proportion_ci(sums, np.full(len(flags), 3)))
+
+
+def test_a_value_without_an_interval_says_why_and_n_boot_0_turns_every_one_off(tmp_path):
+    one = rows_of(write_repeats(tmp_path / "one", [[True, False]], [[0.2, 0.7]]))
+    for stat in ("kappa", "spread"):
+        row = one[(f"rep.{stat}", "all")]
+        assert row["value"] is not None and row["ci_low"] is None
+        assert "one record" in row["details"]["ci_open"], stat
+        assert "ci_method" not in row["details"], stat
+    run = write_repeats(tmp_path / "off", [[True, False], [False, False], [True, True]],
+                        [[0.2, 0.7], [0.1, 0.3], [0.9, 0.6]])
+    cfg = RepeatabilityConfig(judge="g", n_boot=0)
+    for row in RepeatabilityMetric("rep", cfg, None).compute(run_connection(run)):
+        assert row["ci_low"] is None and row["ci_high"] is None, row["metric"]
+        assert "ci_open" not in row["details"] and "ci_method" not in row["details"]
+
+
+def test_a_spread_of_zero_everywhere_has_no_interval_of_no_width(tmp_path):
+    same = rows_of(write_repeats(tmp_path / "same", [[True, True]] * 4,
+                                 [[0.4, 0.4]] * 4))[("rep.spread", "all")]
+    assert same["value"] == 0.0 and same["ci_low"] is None
+    assert "no spread" in same["details"]["ci_open"]
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    from statsmodels.stats.proportion import proportion_confint
+
+    return proportion_confint(k, n, method="wilson")
