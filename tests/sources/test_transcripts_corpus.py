@@ -101,3 +101,31 @@ def test_a_session_resumed_into_a_new_file_goes_on_numbering_its_turns(tmp_path)
     assert [(r["record_id"], Path(json.loads(r["metadata"])["file"]).name) for r in rows] == [
         (f"{sid}:0", "a.jsonl"), (f"{sid}:1", "b.jsonl")]
     assert not ctx.rejects
+
+
+_CODEX = sorted(n for n in EXPECTED if n.startswith("codex/"))
+
+
+@pytest.mark.parametrize("names", [("claude/short.jsonl", "claude/tool_heavy.jsonl"),
+                                   ("claude/subagent.jsonl", "claude/short.jsonl",
+                                    "claude/images-in-user-messages.jsonl"),
+                                   # Codex's token counts are running totals per session:
+                                   # the second's were taken less the first's
+                                   tuple(_CODEX), tuple(reversed(_CODEX))])
+def test_sessions_in_one_file_are_each_their_own(read_corpus, tmp_path, names):
+    """Session logs joined into one file (`cat *.jsonl > all.jsonl`, an export of several):
+    each event's sessionId says whose turn it is. The first session's id was given to every
+    turn, numbered on across the others, with no word."""
+    path = tmp_path / "all.jsonl"
+    path.write_text("".join((CORPUS / n).read_text().rstrip("\n") + "\n" for n in names))
+    ctx = SimpleNamespace(run_id="r1", run_dir=tmp_path / "run", rejects=[])
+    src = TranscriptsSource("t", TranscriptsConfig(path=str(path)), ctx)
+    rows = read_collecting(src).to_pylist()
+    alone = [r for n in names for r in read_corpus[n][0].values()]
+    keys = ("record_id", "session_id", "input", "output", "input_tokens", "output_tokens",
+            "latency_s", "excluded_by")
+    assert [tuple(r[k] for k in keys) for r in rows] == \
+        [tuple(r[k] for k in keys) for r in alone]
+    assert len(ctx.rejects) == sum(len(read_corpus[n][2]) for n in names)
+    for key in ("ignored_events", "repeated_events", "local_commands"):
+        assert src.counts.get(key, 0) == sum(read_corpus[n][1].get(key, 0) for n in names)

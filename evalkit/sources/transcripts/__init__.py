@@ -32,15 +32,15 @@ from evalkit.plugin import Reject, Source, SourceItem
 from evalkit.results.schemas import record_batches
 from evalkit.sources._input import open_input
 from evalkit.sources._json_lines import MAX_LINE_BYTES, json_lines
-from evalkit.sources.transcripts._claude_code import Parsed, claude_turns
-from evalkit.sources.transcripts._codex import codex_turns
+from evalkit.sources.transcripts._claude_code import Parsed, claude_sessions
+from evalkit.sources.transcripts._codex import codex_sessions
 from evalkit.sources.transcripts._files import named_sessions, session_files
 from evalkit.sources.transcripts._gemini import gemini_turns
 from evalkit.sources.transcripts._openai_chat import openai_turns
 from evalkit.sources.transcripts._turns import ToolCall, Turn, timestamp, turn_record
 
 __all__ = [
-    "FORMATS", "SIDECHAINS", "claude_turns", "codex_turns", "gemini_turns", "openai_turns",
+    "FORMATS", "SIDECHAINS", "claude_sessions", "codex_sessions", "gemini_turns", "openai_turns",
     "Parsed", "session_files", "ToolCall", "TranscriptsConfig", "TranscriptsSource", "Turn",
     "turn_record",
 ]
@@ -209,19 +209,21 @@ class TranscriptsSource(Source):
                 yield from self._openai(path)
                 continue
             limit = self.config.max_tool_output_chars
+            # one session a file, or several one after another (logs joined into one file)
             if fmt == "codex":
-                parsed = codex_turns(lambda p=path: json_lines(p, self.config.max_line_bytes),
-                                     limit)
+                sessions = codex_sessions(
+                    lambda p=path: json_lines(p, self.config.max_line_bytes), limit)
             elif fmt == "gemini":
                 document = self._document(path)
                 if isinstance(document, Reject):
                     yield document
                     continue
-                parsed = gemini_turns(document, limit)
+                sessions = [gemini_turns(document, limit)]
             else:
-                parsed = claude_turns(json_lines(path, self.config.max_line_bytes), limit,
-                                      self._seen)
-            yield from self._session(path, fmt, parsed)
+                sessions = claude_sessions(json_lines(path, self.config.max_line_bytes), limit,
+                                           self._seen)
+            for parsed in sessions:
+                yield from self._session(path, fmt, parsed)
 
     def _document(self, path: Path) -> dict[str, Any] | Reject:
         """A Gemini CLI session: one JSON document, read whole (up to max_line_bytes)."""

@@ -5,8 +5,9 @@ table."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,18 +93,35 @@ def _user_text(chain: Chain, text: str, when: str | None, line: int) -> bool:
     return True
 
 
-def claude_turns(events: Iterable[Line], limit: int, seen: set[int] | None = None) -> Parsed:
-    """Split a Claude Code session's lines into turns (``limit``: the most characters kept of
-    a tool result; ``seen``: keys of the events read already, from this file or others: a resumed
-    session's file repeats earlier lines, which are read once). See ``docs/agents.md``."""
+def claude_sessions(events: Iterable[Line], limit: int,
+                    seen: set[int] | None = None) -> list[Parsed]:
+    """Split a Claude Code file's lines into sessions and turns (``limit``: the most
+    characters kept of a tool result; ``seen``: keys of the events read already, from this
+    file or others: a resumed session's file repeats earlier lines, which are read once). A
+    file holds one session, or several one after another (logs joined into one file): a user
+    or assistant event of another ``sessionId`` starts the next. See ``docs/agents.md``."""
+    done: list[Parsed] = []
+    seen = set() if seen is None else seen
+    lines, first = iter(events), None
+    while True:
+        parsed, first = _session(first, lines, limit, seen)
+        done.append(parsed)
+        if first is None:
+            return done
+
+
+def _session(first: Line | None, lines: Iterator[Line], limit: int,
+             seen: set[int]) -> tuple[Parsed, Line | None]:
+    """The session that ``first`` (then ``lines``) starts, and the first line of the next
+    session (``None`` at the end of the file)."""
     chains = {False: Chain(limit), True: Chain(limit)}
     problems: list[tuple[int, str, str]] = []
     counts = {"events": 0, "ignored_events": 0, "repeated_events": 0}
     session_id = None
     meta: dict[str, Any] = {}
-    seen = set() if seen is None else seen
     owner: dict[tuple[bool, str], Turn] = {}  # the turn each message id belongs to
-    for item in events:
+    rest: Line | None = None
+    for item in itertools.chain([first] if first is not None else [], lines):
         line, event, raw = item.number, item.value, item.raw
         if item.problem is not None:
             problems.append((line, f"{item.problem}; the rest of the file is read", raw))
@@ -121,10 +139,14 @@ def claude_turns(events: Iterable[Line], limit: int, seen: set[int] | None = Non
         if (ident is not None and ident in seen) or (blocks and all(k in seen for k in blocks)):
             counts["repeated_events"] += 1
             continue
+        sid = event.get("sessionId") if kind in ("user", "assistant") else None
+        if session_id is not None and isinstance(sid, str) and sid != session_id:
+            rest = item  # the next session's first event
+            break
         seen.update(blocks)
         if ident is not None:
             seen.add(ident)
-        session_id = session_id or event.get("sessionId")
+        session_id = session_id or (sid if isinstance(sid, str) else None)
         for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
             if event.get(key) and name not in meta:
                 meta[name] = event[key]
@@ -191,4 +213,4 @@ def claude_turns(events: Iterable[Line], limit: int, seen: set[int] | None = Non
                                           block.get("input")))
     counts["local_commands"] = chains[False].local_commands + chains[True].local_commands
     return Parsed(chains[False].finish(), chains[True].finish(), session_id, problems,
-                  counts, meta)
+                  counts, meta), rest

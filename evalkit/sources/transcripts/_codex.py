@@ -5,6 +5,7 @@ response items after a first ``{"id", "timestamp", "instructions"}`` line."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -65,10 +66,26 @@ def _has_typed_prompts(lines: Iterable[Line]) -> bool:
     return False
 
 
-def codex_turns(read: Callable[[], Iterator[Line]], limit: int) -> Parsed:
-    """Split a Codex CLI session into turns; ``read`` gives the file's lines (it is read twice:
-    first to learn whether Codex wrote ``user_message`` events, the prompts a person typed)."""
+def codex_sessions(read: Callable[[], Iterator[Line]], limit: int) -> list[Parsed]:
+    """Split a Codex CLI file into sessions and turns; ``read`` gives the file's lines (it is
+    read twice: first to learn whether Codex wrote ``user_message`` events, the prompts a
+    person typed). A file holds one session, or several one after another (rollouts joined
+    into one file): a ``session_meta`` of another id starts the next, its token counts
+    afresh (they are the session's running totals)."""
     typed = _has_typed_prompts(read())
+    done: list[Parsed] = []
+    lines, first = read(), None
+    while True:
+        parsed, first = _session(first, lines, limit, typed)
+        done.append(parsed)
+        if first is None:
+            return done
+
+
+def _session(first: Line | None, lines: Iterator[Line], limit: int,
+             typed: bool) -> tuple[Parsed, Line | None]:
+    """The session that ``first`` (then ``lines``) starts, and the first line of the next
+    session (``None`` at the end of the file)."""
     chain = Chain(limit)
     problems: list[tuple[int, str, str]] = []
     counts = {"events": 0, "ignored_events": 0, "repeated_events": 0}
@@ -76,7 +93,8 @@ def codex_turns(read: Callable[[], Iterator[Line]], limit: int) -> Parsed:
     session_id = None
     model = None
     total: dict[str, int] | None = None  # the session's cumulative token counts so far
-    for item in read():
+    rest: Line | None = None
+    for item in itertools.chain([first] if first is not None else [], lines):
         line, event = item.number, item.value
         if item.problem is not None:
             problems.append((line, f"{item.problem}; the rest of the file is read", item.raw))
@@ -90,10 +108,14 @@ def codex_turns(read: Callable[[], Iterator[Line]], limit: int) -> Parsed:
         if not isinstance(p, dict):
             counts["ignored_events"] += 1
             continue
-        counts["events"] += 1
         sub = p.get("type")
+        sid = p.get("id") or p.get("session_id") if kind == "session_meta" else None
+        if session_id is not None and sid and sid != session_id:
+            rest = item  # the next session's first line
+            break
+        counts["events"] += 1
         if kind == "session_meta":
-            session_id = session_id or p.get("id") or p.get("session_id")
+            session_id = session_id or sid
             git = p.get("git") if isinstance(p.get("git"), dict) else {}
             for key, value in (("cwd", p.get("cwd")), ("version", p.get("cli_version")),
                                ("git_branch", git.get("branch"))):
@@ -148,4 +170,4 @@ def codex_turns(read: Callable[[], Iterator[Line]], limit: int) -> Parsed:
             chain.tool_result(p.get("call_id"), text, error is not None, line, when)
         else:
             counts["ignored_events"] += 1
-    return Parsed(chain.finish(), [], session_id, problems, counts, meta)
+    return Parsed(chain.finish(), [], session_id, problems, counts, meta), rest
