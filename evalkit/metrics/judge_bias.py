@@ -4,7 +4,9 @@ length (per 100 tokens) and each slice's score at the run's mean length (a lengt
 score); self-preference, when the judge's model family also produced some of the outputs.
 For ``pairwise``: how often the verdict survives swapping the two outputs' positions, and
 the share of decisive calls won by whichever output came first (0.5: no position bias).
-Every interval resamples records (a pairwise record's two calls stay together)."""
+The intervals of the slope, the length-controlled score and self-preference resample records;
+the two shares are proportions, Wilson's (the first-position share's at its effective size, a
+record's two calls being a cluster)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.metrics._intervals import clustered_proportion_ci
 from evalkit.metrics._signals import (
     SliceConfig,
     index_slices,
@@ -101,11 +104,20 @@ class JudgeBiasMetric(Metric):
                 "n_judged": int(ok[idx].sum()),
                 "n_unscored": int((~ok[idx] & ~excluded[idx]).sum())}
 
-    def _interval(self, fn: Callable[[np.ndarray], float], n: int) -> tuple[Any, Any]:
+    def _interval(self, fn: Callable[[np.ndarray], float], n: int, value: float | None,
+                  ) -> tuple[tuple[Any, Any], dict[str, str]]:
+        """The bootstrap interval over the ``n`` records of a statistic of ``value`` and how
+        it was drawn (``ci_method``), or why there is none (``ci_open``); neither when
+        ``n_boot`` is 0 or there is no value."""
         cfg = self.config
-        if n < 2 or not cfg.n_boot:
-            return None, None
-        return index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
+        if value is None or np.isnan(value) or not cfg.n_boot:
+            return (None, None), {}
+        if n < 2:
+            return (None, None), {"ci_open": "one record: nothing to resample records from"}
+        ci = index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
+        if ci[0] is None and ci[1] is None:
+            return ci, {"ci_open": "the statistic is undefined on every resample"}
+        return ci, {"ci_method": "bootstrap (records)"}
 
     def _length_rows(self, table: Any, value: np.ndarray, length: np.ndarray,
                      usable: np.ndarray) -> list[dict[str, Any]]:
@@ -124,10 +136,10 @@ class JudgeBiasMetric(Metric):
         b = slope(every) if len(at) >= 2 else float("nan")
         why = ("fewer than 2 scored records with a known length" if len(at) < 2 else
                "every scored output has the same length")
-        rows = [metric_row(f"{name}.length_slope", "all", b, self._interval(slope, len(at)),
-                           **counts, details={"what": "change of the score per 100 output "
-                                              "tokens (least squares)", "ci_method":
-                                              "bootstrap (records)"}, undefined=why)]
+        ci, how = self._interval(slope, len(at), b)
+        rows = [metric_row(f"{name}.length_slope", "all", b, ci, **counts,
+                           details={"what": "change of the score per 100 output tokens "
+                                    "(least squares)", **how}, undefined=why)]
         where = np.full(table.num_rows, -1)
         where[at] = every
         for label, idx in index_slices(table, list(self.config.slice_by)):
@@ -142,13 +154,12 @@ class JudgeBiasMetric(Metric):
                 return float(y[inside].mean() - slope(i) * (x[inside].mean() - x[i].mean()))
 
             v = controlled(every) if len(mine) and not np.isnan(b) else None
+            ci, how = self._interval(controlled, len(at), v)
             rows.append(metric_row(
-                f"{name}.length_controlled", label, v,
-                self._interval(controlled, len(at)) if v is not None else (None, None),
+                f"{name}.length_controlled", label, v, ci,
                 **self._counts(table, usable, idx),
                 details={"what": "mean score at the run's mean output length (the slice's "
-                         "mean minus the slope times its length difference)",
-                         "ci_method": "bootstrap (records)"},
+                         "mean minus the slope times its length difference)", **how},
                 undefined="no scored record with a known length in this slice" if not len(
                     mine) else why))
         return rows
@@ -177,12 +188,12 @@ class JudgeBiasMetric(Metric):
                    else f"every output is from the judge's family '{family}'")
         value_ = None if why else gap(np.arange(len(at)))
         label = f"judge_family={family or 'unknown'}"
-        return metric_row(f"{name}.self_preference", label, value_,
-                          self._interval(gap, len(at)) if value_ is not None else (None, None),
+        ci, how = self._interval(gap, len(at), value_)
+        return metric_row(f"{name}.self_preference", label, value_, ci,
                           **counts, details={"what": "mean score on outputs of the judge's "
                                              "own model family minus the mean on the others",
                                              "family": family, "n_own": int(mine.sum()),
-                                             "ci_method": "bootstrap (records)"},
+                                             **how},
                           undefined=why)
 
     def _pairwise(self, details: list[dict[str, Any]], ok: np.ndarray,
@@ -203,22 +214,25 @@ class JudgeBiasMetric(Metric):
             calls.append(c)
         w_arr, c_arr = np.array(wins, float), np.array(calls, float)
 
-        def share(i: np.ndarray) -> float:
-            total = c_arr[i].sum()
-            return float(w_arr[i].sum() / total) if total else float("nan")
-
         ones = sum(agree)
+        boot = bool(cfg.n_boot)  # n_boot 0: no interval, Wilson's neither
         rows = [metric_row(f"{name}.swap_consistency", "all", ones / n if n else None,
-                           wilson_ci(ones, n, cfg.confidence) if n else (None, None),
+                           wilson_ci(ones, n, cfg.confidence) if n and boot else (None, None),
                            **counts, details={"what": "share of records whose verdict is the "
                                               "same with the outputs' positions swapped",
-                                              "ci_method": "wilson"},
+                                              **({"ci_method": "wilson"} if boot else {})},
                            undefined="no pairwise judgment")]
-        v = share(np.arange(n)) if n else float("nan")
+        # a proportion of calls clustered in records (two each): Wilson's interval at the
+        # ratio's effective size, as citation precision; the bootstrap over records gave
+        # [1, 1] when the first slot won every call, and nothing at one record
+        total = float(c_arr.sum())
+        v = float(w_arr.sum()) / total if total else None
+        ci = clustered_proportion_ci(w_arr, c_arr, cfg.confidence) \
+            if v is not None and boot else (None, None)
         rows.append(metric_row(
-            f"{name}.first_position", "all", v, self._interval(share, n), **counts,
+            f"{name}.first_position", "all", v, ci, **counts,
             details={"what": "share of decisive calls won by the output shown first (0.5: "
-                     "no position bias)", "ci_method": "bootstrap (records)",
-                     "decisive_calls": int(c_arr.sum())},
+                     "no position bias)", "decisive_calls": int(total),
+                     **({"ci_method": "wilson (effective n)"} if boot else {})},
             undefined="no decisive call (every call a tie)"))
         return rows

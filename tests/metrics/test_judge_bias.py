@@ -84,3 +84,31 @@ def test_position_swap_consistency_and_first_position_preference(tmp_path):
     first = rows[("b.first_position", "all")]
     assert first["value"] == pytest.approx(14 / 20)
     assert first["ci_low"] <= 0.7 <= first["ci_high"]
+
+
+def test_first_position_is_a_clustered_proportion_and_n_boot_0_turns_every_interval_off(
+        tmp_path):
+    """The share of decisive calls won by the first slot (two calls per record) resampled
+    to [1, 1] when the first slot won every call, and to nothing, without a reason, at one
+    record; it takes Wilson's interval at its effective size, as citation precision does.
+    n_boot 0 still gave swap_consistency its Wilson interval."""
+    from evalkit.metrics._intervals import clustered_proportion_ci
+
+    details = {"orders_agree": False, "candidate_first": {"winner": "candidate"},
+               "baseline_first": {"winner": "baseline"}}
+    for n in (1, 8):
+        run = write(tmp_path / str(n), [{"model": "m", "output_tokens": 5}] * n,
+                    [{"value": 1.0, "details": details}] * n)
+        first = rows_of(run)[("b.first_position", "all")]
+        assert first["value"] == 1.0
+        assert (first["ci_low"], first["ci_high"]) == pytest.approx(
+            clustered_proportion_ci(np.full(n, 2.0), np.full(n, 2.0)))
+        assert first["ci_low"] < 1.0 and first["details"]["ci_method"] == "wilson (effective n)"
+    some = write(tmp_path / "some", [{"model": "gpt-4o", "output_tokens": 5 + 7 * i}
+                                     for i in range(6)],
+                 [{"value": i / 6, "details": details, "judge_model": "gpt-4.1"}
+                  for i in range(6)])
+    off = JudgeBiasMetric("b", JudgeBiasConfig(judge="g", n_boot=0), None)
+    for row in off.compute(run_connection(some)):
+        assert row["ci_low"] is None and row["ci_high"] is None, row["metric"]
+        assert "ci_open" not in row["details"] and "ci_method" not in row["details"]
