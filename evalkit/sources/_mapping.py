@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -47,6 +48,9 @@ def location(where: Where) -> str:
 def duplicate_id(rid: str, first: str) -> str:
     """The reject reason of a record whose id was first seen at ``first`` (``path:line``)."""
     return f"duplicate record id '{rid}' (first seen at {first})"
+
+
+_RFC2822 = re.compile(r"\s*(?:[A-Za-z]{3},\s*)?\d{1,2}\s+[A-Za-z]{3}\s+\d{4}\s+\d")
 
 
 class BadValue(ValueError):
@@ -109,13 +113,15 @@ def _to_timestamp(v: Any) -> datetime:
             return iso_time(v)
         except ValueError:
             pass
+        text = v
         try:  # a number written as text (a CSV cell is text): the epoch time it says
             v = float(v)
         except ValueError:
-            raise BadValue(f"expected an ISO-8601 timestamp or a number (epoch time), got "
-                           f"{v[:40]!r}") from None
-        if not math.isfinite(v):
-            raise BadValue(f"expected a finite epoch time, got {v!r}")
+            return _http_date(text)
+        if not math.isfinite(v) or abs(v) < 1e8:
+            # a year ("2026") or a duration is no epoch time (1e8 s is March 1973)
+            raise BadValue(f"expected an ISO-8601 timestamp or an epoch time, got "
+                           f"{text[:40]!r}")
     if isinstance(v, (int, float)):
         # seconds since the epoch, or milli-, micro- or nanoseconds (OpenTelemetry's
         # startTimeUnixNano) when the number is too large to be the coarser unit
@@ -125,6 +131,20 @@ def _to_timestamp(v: Any) -> datetime:
         except (OverflowError, OSError, ValueError):
             raise BadValue(f"timestamp {v!r} is out of range") from None
     raise BadValue(f"expected a timestamp, got {type(v).__name__}")
+
+
+def _http_date(text: str) -> datetime:
+    """An HTTP (RFC 2822) date, ``Mon, 24 Nov 2025 16:00:00 GMT``, which gateways log; dates
+    of other forms are refused, ``01/11/2026`` too (day or month first cannot be told)."""
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(text) if _RFC2822.match(text) else None
+    except (TypeError, ValueError):
+        when = None
+    if when is None:
+        raise BadValue(f"expected an ISO-8601 timestamp or an epoch time, got {text[:40]!r}")
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def coercer(typ: pa.DataType) -> Callable[[Any], Any]:

@@ -170,8 +170,8 @@ def test_values_the_source_cannot_read_are_named_not_mapped(tmp_path):
     assert "timestamp" not in mapping.proposals and "latency_s" not in mapping.proposals
     text = io_text(mapping)
     assert "not mapped: timestamp: ts holds values the source cannot read: 12 of 12 " \
-           "sampled rows (e.g. '01/11/2026 10:00': expected an ISO-8601 timestamp or a " \
-           "number (epoch time))" in text
+           "sampled rows (e.g. '01/11/2026 10:00': expected an ISO-8601 timestamp or an " \
+           "epoch time)" in text
     assert "not mapped: latency_s: latency holds values the source cannot read: 12 of 12 " \
            "sampled rows (e.g. '812ms': expected a number)" in text
     assert "not found in the sampled rows: reference, model, cost_usd (" in text

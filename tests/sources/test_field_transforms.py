@@ -4,7 +4,9 @@ no code, on every file source and both JSONL decoders; validated like every othe
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
+import pyarrow as pa
 import pytest
 
 from evalkit.config import instance
@@ -140,3 +142,22 @@ def test_an_empty_text_for_a_number_or_a_time_is_no_value(ctx, tmp_path, same_sh
     assert [(r["latency_s"], r["cost_usd"], r["input_tokens"]) for r in got.table.to_pylist()] \
         == [(1.2, 0.5, 3), (None, None, None)]
     assert got.table.column("timestamp").to_pylist()[1] is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("1764000000", datetime(2025, 11, 24, 16, 0, tzinfo=timezone.utc)),   # a CSV cell
+    ("1764000000123", datetime(2025, 11, 24, 16, 0, 0, 123000, tzinfo=timezone.utc)),
+    ("Mon, 24 Nov 2025 16:00:00 GMT", datetime(2025, 11, 24, 16, 0, tzinfo=timezone.utc)),
+    ("2026", None),  # a year, not 33 minutes after 1970
+    ("12.5", None),
+    ("01/11/2026 10:00", None),  # day or month first: not guessed
+])
+def test_a_timestamp_written_as_text(text, expected):
+    from evalkit.sources._mapping import BadValue, coercer
+
+    read = coercer(pa.timestamp("us", tz="UTC"))
+    if expected is None:
+        with pytest.raises(BadValue, match="expected an ISO-8601"):
+            read(text)
+    else:
+        assert read(text) == expected
