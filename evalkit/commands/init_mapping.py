@@ -288,7 +288,9 @@ _ROLES = (
           ("completion", "output"), ("usage", "tokens", "token_usage", "tokenusage", "token")),
     _Role("latency_s", ("number",),
           ("latency", "latency_s", "latency_ms", "duration", "duration_ms", "duration_s",
-           "elapsed", "elapsed_ms", "response_time", "response_time_ms", "latency_seconds"),
+           "elapsed", "elapsed_ms", "response_time", "response_time_ms", "latency_seconds",
+           "latency_us", "latency_ns", "duration_us", "duration_ns", "elapsed_us",
+           "elapsed_ns"),
           ("latency", "duration", "elapsed", "time_ms", "ms")),
     _Role("cost_usd", ("number",), ("cost", "cost_usd", "total_cost", "calculated_total_cost",
                                      "price", "usd", "spend", "response_cost"),
@@ -395,6 +397,8 @@ def _latency(path: str, st: _Stat) -> tuple[float | None, bool, str]:
         return None, False, "seconds (by its name)"
     if last in ("us", "micros", "microseconds"):
         return 1e-6, False, "microseconds (by its name)"
+    if last in ("ns", "nanos", "nanoseconds"):
+        return 1e-9, False, "nanoseconds (by its name)"
     median = statistics.median(st.numbers) if st.numbers else 0.0
     if median > 100:
         return 0.001, True, f"median {median:g}: taken as milliseconds"
@@ -672,6 +676,13 @@ def _proposal(column: str, path: str, st: _Stat, sure: bool) -> Proposal | None:
     if column == "latency_s":
         scale, guessed, why = _latency(path, st)
         return Proposal(column, path, st.example, not sure or guessed, why, scale)
+    if column == "cost_usd":
+        words = {w for s in _words(path) for w in s}
+        scale, unit = (0.01, "cents") if words & {"cent", "cents"} else \
+            (1e-6, "millionths of a dollar") if words & {"micros", "microdollars"} else \
+            (None, "")
+        return Proposal(column, path, st.example, not sure, unit and f"{unit} (by its name)",
+                        scale)
     if column == "level":
         found = _level_map(st, path)
         if found is None:

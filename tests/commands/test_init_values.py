@@ -285,3 +285,33 @@ def test_child_runs_are_not_counted_as_failed_calls(tmp_path, monkeypatch):
     for r in run.records.to_pylist():
         excluded[r["excluded_by"]] = excluded.get(r["excluded_by"], 0) + 1
     assert excluded == {None: 4, "sql": 5, "pipeline_failure": 1}
+
+
+@pytest.mark.parametrize("key, values, scale", [
+    ("cost_cents", [12, 30, 7], 0.01),
+    ("costCents", [12, 30, 7], 0.01),
+    ("cost_micros", [1200, 3000, 700], 1e-6),
+    ("cost_usd", [0.12, 0.3, 0.07], None),
+])
+def test_a_cost_in_cents_or_micros_is_scaled_to_dollars(tmp_path, key, values, scale):
+    path = tmp_path / "cost.jsonl"
+    path.write_text(jsonl([{**row, key: values[i % 3]}
+                           for i, row in enumerate(_timed_rows(["2026-11-01T10:00:00Z"],
+                                                               [0.8]))]))
+    cost = propose(sample_rows(path)).proposals["cost_usd"]
+    assert (cost.path, cost.scale) == (key, scale)
+
+
+@pytest.mark.parametrize("key, values, scale", [
+    ("duration_ns", [812_000_000, 1_234_000_000], 1e-9),
+    ("latencyNs", [812_000_000, 1_234_000_000], 1e-9),
+    ("elapsed_us", [812_000, 1_234_000], 1e-6),
+    ("latency_ms", [812, 1234], 0.001),
+])
+def test_a_latency_in_nanoseconds_is_scaled_to_seconds(tmp_path, key, values, scale):
+    path = tmp_path / "lat.jsonl"
+    rows = _timed_rows(["2026-11-01T10:00:00Z"], [0.8])
+    path.write_text(jsonl([{k: v for k, v in row.items() if k != "latency"} |
+                           {key: values[i % 2]} for i, row in enumerate(rows)]))
+    latency = propose(sample_rows(path)).proposals["latency_s"]
+    assert (latency.path, latency.scale, latency.guess) == (key, scale, False)
