@@ -91,3 +91,22 @@ def test_the_report_of_two_runs_lists_the_corrected_change(tmp_path):
     expected = compare_runs(run_a, run_b, n_boot=0).corrected[0]
     assert row["delta"] == pytest.approx(expected["value"])
     assert row["verdict"].startswith("60 labelled pairs; judge alone")
+
+
+def test_the_judge_and_label_only_changes_have_the_paired_t_interval_as_scipy(tmp_path):
+    """The labels-alone and judge-alone changes are means of paired differences: their
+    interval is Student's (scipy.stats.ttest_rel's), not the normal one, which at 8
+    labelled records was 17% too narrow."""
+    from scipy import stats
+
+    root, (run_a, run_b), truths, score = _runs(tmp_path)
+    picked = [0, 3, 10, 29, 40, 50, 77, 200]
+    _label(root, tmp_path, picked, truths, scoped=True)
+    (row,) = compare_runs(run_a, run_b, n_boot=0).corrected
+    f_a, f_b = (score[0] > 0.5).astype(float), (score[1] > 0.5).astype(float)
+    y_a, y_b = truths[0][picked], truths[1][picked]
+    assert np.std(y_b - y_a) > 0  # the labels changed: an interval with a width
+    for prefix, (b, a) in (("human", (y_b, y_a)), ("judge", (f_b, f_a))):
+        ci = stats.ttest_rel(b, a).confidence_interval(0.95)
+        assert (row[f"{prefix}_ci_low"], row[f"{prefix}_ci_high"]) == pytest.approx(
+            (ci.low, ci.high), rel=1e-9), prefix
