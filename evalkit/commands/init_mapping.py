@@ -11,6 +11,7 @@ whose unit or categories were inferred from the values, is a guess, marked as su
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 import json
@@ -59,6 +60,9 @@ class _Stat:
     lengths: list[int] = field(default_factory=list)
     # values of kind number that are text ("18", a CSV cell): text to a text column
     numeric_text: int = 0
+    # chat-shaped values (messages, content blocks, an assistant message): the source reads
+    # them as their text only for a column named in fields
+    chat: int = 0
 
     @property
     def present(self) -> int:
@@ -214,12 +218,12 @@ def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, str, Any]]:
     if isinstance(value, list):
         blocks = blocks_of(value)
         if blocks is not None:  # content blocks: their text is what the source reads
-            yield path, "text", message_text({"content": blocks})
+            yield path, "text", _ChatText(message_text({"content": blocks}))
             return
         items = response_items(value)
         text = assistant_text(items) if items is not None else None
         if text:  # OpenAI Responses' output items: the assistant's text, as the source reads
-            yield path, "text", text
+            yield path, "text", _ChatText(text)
             return
         yield path, "list", value
         # choices.0.message.content; LangChain's generations.0.0.text (a list of lists)
@@ -243,6 +247,10 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, _Stat]:
                 continue
             st = stats.setdefault(path, _Stat())
             st.kinds[kind] = st.kinds.get(kind, 0) + 1
+            if kind == "messages" or isinstance(value, _ChatText) or (
+                    kind == "object" and isinstance(value.get("role"), str) and
+                    ("content" in value or "parts" in value)):
+                st.chat += 1
             if st.example is None:
                 st.example = value
             if kind == "number":
@@ -267,6 +275,11 @@ def _words(path: str) -> list[list[str]]:
         snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", step).lower()
         steps.append([w for w in re.split(r"[^a-z0-9]+", snake) if w])
     return steps
+
+
+class _ChatText(str):
+    """The text of a chat-shaped value (content blocks, Responses' output items), as the
+    source reads it: marks the path as one whose values need reading as chat."""
 
 
 @dataclass(frozen=True)
@@ -522,6 +535,10 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
     if "output" not in proposals:
         raise ConfigError(_no_output(stats))
     proposals["output"] = _whole_reply(proposals["output"], stats, forced or {})
+    for side in ("input", "output"):  # some rows chat-shaped: read as chat (in fields)
+        st = stats.get(proposals[side].path) if side in proposals else None
+        if st is not None and st.chat:
+            proposals[side] = dataclasses.replace(proposals[side], message=True)
     taken.add(proposals["output"].path)  # (the message, when it is read whole)
     unread, said = _unreadable(rows, proposals, forced or {})
     rid = proposals.get("record_id")

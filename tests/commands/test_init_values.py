@@ -315,3 +315,19 @@ def test_a_latency_in_nanoseconds_is_scaled_to_seconds(tmp_path, key, values, sc
                            {key: values[i % 2]} for i, row in enumerate(rows)]))
     latency = propose(sample_rows(path)).proposals["latency_s"]
     assert (latency.path, latency.scale, latency.guess) == (key, scale, False)
+
+
+@pytest.mark.e2e
+def test_an_output_in_several_chat_shapes_is_read_as_its_text(tmp_path, monkeypatch):
+    """`output` is text in some lines, content blocks or an assistant message in others (a
+    log written by several SDKs): read by its own name it was kept as JSON text, which a
+    judge scored as the answer."""
+    rows = []
+    for i in range(9):
+        text = f"Answer {i}: restart the service and clear the cache."
+        rows.append({"id": f"s{i}", "input": f"How do I fix error {i}?", "model": "m",
+                     "output": [text, [{"type": "text", "text": text}],
+                                {"role": "assistant", "content": text}][i % 3]})
+    run = _init_and_run(tmp_path, monkeypatch, "shapes.jsonl", jsonl(rows))
+    assert run.records.column("output").to_pylist() == [
+        f"Answer {i}: restart the service and clear the cache." for i in range(9)]
