@@ -34,7 +34,7 @@ from evalkit.sources._chat import (
     message_text,
     response_items,
 )
-from evalkit.sources._mapping import BadValue, coercer
+from evalkit.sources._mapping import BadValue, coercer, json_array
 from evalkit.sources._transforms import spec_key
 
 __all__ = ["SHOWN", "Mapping", "Proposal", "describe", "io_text", "is_messages", "propose",
@@ -138,8 +138,12 @@ def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
                     try:
                         obj = json.loads(line)
                     except ValueError:
+                        if line.strip() == "[":  # a JSON array written out, pretty
+                            raise ConfigError(_array(path, None)) from None
                         raise ConfigError(f"init: {path}:{i} is not JSON; give a JSONL file "
                                           "(one object a line) or a .csv") from None
+                    if json_array(obj, str(path)):
+                        raise ConfigError(_array(path, len(obj)))
                     if isinstance(obj, dict):
                         rows.append(obj)
                     if len(rows) >= limit:
@@ -149,6 +153,13 @@ def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
     if not rows:
         raise ConfigError(f"init: {path} has no JSON object (JSONL) or CSV row to sample")
     return rows
+
+
+def _array(path: Path, n: int | None) -> str:
+    count = f" of {n} objects" if n is not None else ""
+    return (f"init: {path} is one JSON array{count}, not JSONL (one object a line); make it "
+            f"JSONL: jq -c '.[]' {path} > {str(path).removesuffix('.json')}.jsonl, then "
+            "evalkit init that file")
 
 
 def is_messages(value: Any) -> bool:

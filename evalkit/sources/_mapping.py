@@ -40,6 +40,15 @@ FileRef = tuple[str, str]  # (path as given, file name)
 Where = tuple[FileRef, int]  # (file, line number): formatted only when a row is rejected
 
 
+def json_array(value: Any, path: str) -> str | None:
+    """The reason for a line that is a JSON array of objects (a UI export written as one
+    array: Langfuse's, LangSmith's), with the command that makes it JSONL; else None."""
+    if not (isinstance(value, list) and value and all(isinstance(v, dict) for v in value)):
+        return None
+    return (f"a JSON array of {len(value)} objects on one line, not one object a line (JSONL); "
+            f"make it JSONL: jq -c '.[]' {path} > {path.removesuffix('.json')}.jsonl")
+
+
 def location(where: Where) -> str:
     """``path:line`` for a reject."""
     return f"{where[0][0]}:{where[1]}"
@@ -491,8 +500,8 @@ class RecordBuilder:
     def add(self, obj: Any, where: Where) -> None:
         """One parsed input row and where it came from (file, line)."""
         if not isinstance(obj, dict):
-            self.reject(location(where), f"expected a JSON object, got {type(obj).__name__}",
-                        json_text(obj))
+            self.reject(location(where), json_array(obj, where[0][0]) or
+                        f"expected a JSON object, got {type(obj).__name__}", json_text(obj))
             return
         self.rows.append(obj)
         self.wheres.append(where)

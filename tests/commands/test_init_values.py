@@ -331,3 +331,18 @@ def test_an_output_in_several_chat_shapes_is_read_as_its_text(tmp_path, monkeypa
     run = _init_and_run(tmp_path, monkeypatch, "shapes.jsonl", jsonl(rows))
     assert run.records.column("output").to_pylist() == [
         f"Answer {i}: restart the service and clear the cache." for i in range(9)]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_json_array_file_is_named_with_the_fix(tmp_path, indent):
+    """An export written as one JSON array (Langfuse's and LangSmith's UI exports), pretty or
+    on one line: init says what it is and how to make it JSONL, not "line 1 is not JSON"."""
+    from evalkit.errors import ConfigError
+
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(_gsm_rows(), indent=indent))
+    with pytest.raises(ConfigError, match=r"export.json is one JSON array( of 12 objects)?, "
+                                          r"not JSONL \(one object a line\); make it JSONL: "
+                                          r"jq -c '\.\[\]' "):
+        sample_rows(path)
+

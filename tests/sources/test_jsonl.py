@@ -701,3 +701,14 @@ def test_a_non_finite_number_is_a_reject_never_a_value(tmp_path: Path, ctx: RunC
     reasons = {r.location.rsplit(":", 1)[1]: r.reason for r in got.rejects}
     assert "field 'cost_usd'" in reasons["2"] and "finite" in reasons["2"]
     assert "field 'latency_s'" in reasons["3"] and "finite" in reasons["3"]
+
+
+def test_a_json_array_line_is_a_reject_that_says_so(ctx, tmp_path):
+    """A UI export written as one JSON array on one line: one reject that says what it is
+    and how to make JSONL, not "expected a JSON object, got list"."""
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps([{"id": i, "output": f"o{i}"} for i in range(12)]))
+    got = read(JsonlSource("j", JsonlSourceConfig(path=str(path), workers=0), ctx))
+    (reject,) = got.rejects
+    assert "a JSON array of 12 objects on one line" in reject.reason
+    assert "jq -c '.[]'" in reject.reason
