@@ -116,8 +116,10 @@ class CitationPrecisionMetric(Metric):
         for label, idx in index_slices(table, list(cfg.slice_by)):
             inc = idx[~excluded[idx]]
             bad_ids = [i for i in inc if problems[i]]
-            with_cites = inc[cited[inc] > 0]
-            decided = with_cites[~np.isnan(support[with_cites])]
+            # in canonical order of their counts: the sums (fractions of support) and so the
+            # bits of the values and bounds do not depend on the records' order or ids
+            with_cites = _in_order(inc[cited[inc] > 0], valid_n, cited)
+            decided = _in_order(with_cites[~np.isnan(support[with_cites])], support, cited)
             base = {"n_citations": int(cited[inc].sum()), "n_valid_ids": int(valid_n[inc].sum()),
                     "n_records_without_citations": int((cited[inc] == 0).sum()) - len(bad_ids),
                     "ids": cfg.ids, "support_judge": cfg.support_judge}
@@ -157,3 +159,9 @@ class CitationPrecisionMetric(Metric):
                                    undefined="no citation in this slice"))
         return rows
 
+
+def _in_order(idx: np.ndarray, *by: np.ndarray) -> np.ndarray:
+    """``idx`` sorted by the values ``by`` hold at it (first array first; NaN last)."""
+    if len(idx) < 2:
+        return idx
+    return idx[np.lexsort(tuple(b[idx] for b in reversed(by)))]

@@ -5,6 +5,7 @@ the reason in ``details``), neither 0 nor infinite."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,12 +80,14 @@ class CostPerSuccessMetric(Metric):
             inc = idx[~excluded[idx]]
             unscored = int(np.isnan(success[inc]).sum())
             n_success = int(wins[idx].sum())
-            total = float(cost[idx].sum())
+            # fsum: the correctly rounded sum, whatever order the records come in (a sum in
+            # record_id order changed its last bits under other ids)
+            total = math.fsum(cost[idx])
             missing = int((counted[idx] & ~priced[idx]).sum())
             details: dict[str, Any] = {
-                "total_cost": total, "generation_cost": float(np.where(
-                    counted & priced, gen, 0.0)[idx].sum()),
-                "judge_cost": float(np.where(counted, judge, 0.0)[idx].sum()),
+                "total_cost": total, "generation_cost": math.fsum(np.where(
+                    counted & priced, gen, 0.0)[idx]),
+                "judge_cost": math.fsum(np.where(counted, judge, 0.0)[idx]),
                 "n_success": n_success, "outcome": spec.describe(),
                 "include_excluded_cost": cfg.include_excluded_cost}
             if missing:

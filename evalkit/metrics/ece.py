@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.checks import check_flag_at
+from evalkit.metrics._intervals import canonical
 from evalkit.metrics._signals import (
     SliceConfig,
     check_spec,
@@ -187,7 +188,9 @@ class ExpectedCalibrationError(Metric):
                     rows.append(metric_row(self.name + stat, label, None, (None, None),
                                            **counts, details=base))
                 continue
-            pv, yv = p[use], y[use]
+            # in canonical order: the bins' sums, and so the bits of every value, are then a
+            # function of the pairs, not of the records' order or ids
+            pv, yv = canonical([p[use], y[use]])
             values = [float(v[0]) for v in calibration(pv[None, :], yv[None, :], cfg.n_bins,
                                                        cfg.binning)]
             # only the Brier score gets an interval: the binned ECE and MCE are biased upward

@@ -56,3 +56,47 @@ def test_judge_bias_is_a_function_of_the_judgments_not_of_ids_or_order(seed):
     clean = _judge_bias(RECORDS, once)
     assert clean[("jb.length_slope", "all")][1] is not None
     assert _judge_bias(*_shuffled_and_renamed(RECORDS, once, seed)) == clean
+
+
+def _rich_run() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every record field a metric of ``test_edges.every_metric`` reads, with fractional
+    costs, latencies and scores (whose sums round differently in another order)."""
+    import json
+
+    rng = np.random.default_rng(3)
+    records = [{"record_id": f"r{i:03d}", "model": "ab"[i % 2],
+                "latency_s": float(rng.lognormal()), "cost_usd": float(rng.random() / 100),
+                "outcome": "success" if rng.random() < 0.6 else "failure",
+                "human_label": str(int(rng.random() < 0.4)),
+                "user_action": ["accepted", "edited", "bypassed"][i % 3],
+                "output": f"answer [1] [2] {i}", "context": ["one", "two"],
+                "metadata": json.dumps({
+                    "tool_calls": [{"name": "sh", "ok": bool(rng.random() < 0.7)}],
+                    "spans": [{"type": "llm", "name": "call", "error": bool(i % 5 == 0)}]}),
+                "excluded_by": "pipeline_failure" if rng.random() < 0.15 else None}
+               for i in range(60)]
+    judgments = []
+    for i in range(60):
+        for judge in "AB":
+            v = float(rng.random())
+            claims = [{"supported": bool(rng.random() < 0.7)} for _ in range(3)]
+            judgments.append({"record_id": f"r{i:03d}", "judge": judge, "value": v,
+                              "passed": v < 0.5, "details": json.dumps({"claims": claims})})
+    return records, judgments
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_every_metric_gives_the_same_bits_for_renamed_and_shuffled_records(seed):
+    """Sums taken in record_id order rounded differently under other ids: citation
+    precision's value and bounds, the cost per success and the Brier score moved in their
+    last bits."""
+    from tests.metrics.test_edges import every_metric
+
+    def rows(recs: list[dict[str, Any]], juds: list[dict[str, Any]]) -> dict[Any, Any]:
+        return {(r["metric"], r["slice"]): (r["value"], r["ci_low"], r["ci_high"],
+                                            r["n_judged"])
+                for r in every_metric(connect(recs, juds))}
+
+    records, judgments = _rich_run()
+    clean = rows(records, judgments)
+    assert rows(*_shuffled_and_renamed(records, judgments, seed)) == clean
