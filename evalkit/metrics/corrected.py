@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.checks import check_flag_at
 from evalkit.metrics._judged import judged_table
@@ -103,8 +105,15 @@ class CorrectedMetric(Metric):
                 if scoring.binary else f"mean of judge '{cfg.judge}' values by human labels")
         no_judge = table.column("status").null_count == table.num_rows
         rows: list[dict[str, Any]] = []
+        # each slice's records by judge value, then id: the estimators' sums (and so the bits
+        # of every value and bound) do not depend on the order the records were written in
+        by_value = np.asarray(pc.sort_indices(pa.table({"f": f, "id": table.column(
+            "record_id")}), sort_keys=[("f", "ascending"), ("id", "ascending")]))
+        rank = np.empty(len(f), dtype=np.int64)
+        rank[by_value] = np.arange(len(f))
         for slice_label, idx in index_slices(table, list(cfg.slice_by)):
             usable = idx[~np.isnan(f[idx])]
+            usable = usable[np.argsort(rank[usable], kind="stable")]
             counts = {"n_attempted": len(idx), "n_excluded": int(excluded[idx].sum()),
                       "n_judged": len(usable),
                       "n_unscored": int((~excluded[idx]).sum()) - len(usable)}

@@ -269,3 +269,26 @@ def test_labels_a_source_carries_are_declared_census_or_validation(runs, capsys)
     got = _corrected(runs, threshold=0.5)[("c", "all")]
     assert got["details"]["method"] == "census"
     assert got["value"] == got["ci_low"] == pytest.approx(np.mean(list(truth.values())))
+
+
+@pytest.mark.parametrize("cfg", [{}, {"threshold": 0.5}, {"slice_by": ["model"]}])
+def test_the_corrected_rows_do_not_depend_on_the_order_of_the_records(runs, tmp_path, cfg):
+    """The records' file order (a shuffled input, a merge of shards) moved the corrected
+    mean's value and bounds, and the judge's mean, in their last bits."""
+    import pyarrow.parquet as pq
+
+    from evalkit.results.writer import write_parquet
+
+    _label_sample(runs, tmp_path, "random", 60)
+
+    def rows() -> dict:
+        return {k: (r["value"], r["ci_low"], r["ci_high"])
+                for k, r in _corrected(runs, **cfg).items()}
+
+    clean = rows()
+    for seed, path in enumerate([runs.run_dir / "records.parquet",
+                                 runs.run_dir / "judgments" / "part-00000.parquet"]):
+        table = pq.read_table(path)
+        write_parquet(table.take(np.random.default_rng(seed).permutation(table.num_rows)),
+                      path)
+    assert rows() == clean
