@@ -348,14 +348,6 @@ _ROLES = (
           ("context", "contexts", "retrieved_contexts", "retrieval_context",
            "retrieved_context", "retrieved_passages", "passages", "retrieved_documents"),
           ("contexts", "passages", "retrieved")),
-    _Role("input", ("messages", "text"),
-          ("input", "prompt", "question", "query", "messages", "instruction", "user_input",
-           "user_message", "inputs", "raw_prompt", "question_text"),
-          ("prompt", "question", "query", "input", "messages", "instruction"),
-          ("request", "prompt", "input", "inputs", "vars"),
-          # a failed call's output may be the request envelope, its messages included
-          ("output", "outputs", "response", "completion", "choices", "generations",
-           "error")),
     _Role("output", ("text",),
           ("output", "response", "completion", "answer", "generation", "reply",
            "prediction", "generated_text", "output_text", "model_output", "outputs",
@@ -365,6 +357,15 @@ _ROLES = (
           ("response", "output", "outputs", "completion", "choices", "message", "generation",
            "result"), ("request", "prompt", "input", "inputs", "messages", "vars", "usage",
                        "error")),
+    # after the output: the prompt is read where the answers are (_answered)
+    _Role("input", ("messages", "text"),
+          ("input", "prompt", "question", "query", "messages", "instruction", "user_input",
+           "user_message", "inputs", "raw_prompt", "question_text"),
+          ("prompt", "question", "query", "input", "messages", "instruction"),
+          ("request", "prompt", "input", "inputs", "vars"),
+          # a failed call's output may be the request envelope, its messages included
+          ("output", "outputs", "response", "completion", "choices", "generations",
+           "error")),
     _Role("timestamp", ("text", "number"),
           ("timestamp", "created_at", "created", "start_time", "time", "ts", "date",
            "datetime", "logged_at", "request_time"), ("timestamp", "time", "created", "date")),
@@ -528,17 +529,20 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
         if role.column in proposals:
             continue
         fits = []
-        for path, st in stats.items():
+        pool, size = stats, n
+        if role.column == "input" and "output" in proposals:
+            pool, size = _answered(rows, proposals["output"].path, stats)
+        for path, st in pool.items():
             if path in taken or any(path.startswith(t + ".") for t in taken
                                     if stats[t].share("messages") > 0):
                 continue
-            fit = _score(role, path, st, n)
+            fit = _score(role, path, st, size)
             if fit is not None:
                 fits.append((fit[0], fit[1], path))
         # best first (the first path found wins a tie); a level or user action whose values
         # read as neither gives way to the next path (stop_reason beside an HTTP status)
         for _, sure, path in sorted(fits, key=lambda f: -f[0]):
-            proposal = _proposal(role.column, path, stats[path], sure)
+            proposal = _proposal(role.column, path, pool[path], sure)
             if proposal is not None:
                 proposals[role.column] = proposal
                 taken.add(path)
@@ -606,6 +610,17 @@ def _tree(rows: list[dict[str, Any]], output: str) -> tuple[str, str, str] | Non
             "record, and those would read as failed calls; the experiment sets them aside "
             "with an sql filter before pipeline_failure")
     return where, reason, note
+
+
+def _answered(rows: list[dict[str, Any]], output: str,
+              stats: dict[str, _Stat]) -> tuple[dict[str, _Stat], int]:
+    """What the rows holding an output hold, and how many they are, where the prompt is
+    looked for: in a file of several kinds of row (a Langfuse export's retrieval spans beside
+    its generations) the other rows' inputs are not the judged ones'."""
+    answered = [row for row in rows if walk(row, parts_of(output)) is not None]
+    if not answered or len(answered) == len(rows):
+        return stats, len(rows)
+    return _stats(answered), len(answered)
 
 
 def _unreadable(rows: list[dict[str, Any]], proposals: dict[str, Proposal],

@@ -346,3 +346,35 @@ def test_a_json_array_file_is_named_with_the_fix(tmp_path, indent):
                                           r"jq -c '\.\[\]' "):
         sample_rows(path)
 
+
+
+def _observations() -> list[dict[str, Any]]:
+    """A Langfuse observations export: per trace a retrieval SPAN (its own input and
+    output), the GENERATION under it, and an EVENT."""
+    rows: list[dict[str, Any]] = []
+    for t in range(4):
+        rows += [
+            {"id": f"span-{t}", "traceId": f"trace-{t}", "type": "SPAN", "name": "retrieve",
+             "parentObservationId": None, "input": {"query": f"question {t}"},
+             "output": {"documents": [f"doc {t}a", f"doc {t}b"]}, "level": "DEFAULT"},
+            {"id": f"gen-{t}", "traceId": f"trace-{t}", "type": "GENERATION", "name": "answer",
+             "parentObservationId": f"span-{t}", "model": "gpt-4o-mini", "level": "DEFAULT",
+             "input": [{"role": "user", "content": f"Answer question {t} from the docs."}],
+             "output": {"role": "assistant", "content": f"Answer {t}: it is in doc {t}a."}},
+            {"id": f"ev-{t}", "traceId": f"trace-{t}", "type": "EVENT", "name": "feedback",
+             "parentObservationId": None, "input": None, "output": "thumbs up",
+             "level": "DEFAULT"}]
+    return rows
+
+
+@pytest.mark.e2e
+def test_the_prompt_is_read_where_the_answers_are(tmp_path, monkeypatch):
+    """The span's `input.query` outscored the generation's message list (a sure name under
+    `input`), and every generation, the only rows judged, had no prompt."""
+    path = tmp_path / "obs.jsonl"
+    path.write_text(jsonl(_observations()))
+    assert propose(sample_rows(path)).proposals["input"].path == "input"
+    run = _init_and_run(tmp_path, monkeypatch, "obs2.jsonl", jsonl(_observations()))
+    judged = [r for r in run.records.to_pylist() if r["excluded_by"] is None]
+    assert [(r["record_id"], r["input"]) for r in judged] == [
+        (f"gen-{t}", f"Answer question {t} from the docs.") for t in range(4)]
