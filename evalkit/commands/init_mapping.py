@@ -14,6 +14,7 @@ import csv
 import dataclasses
 import gzip
 import io
+import itertools
 import json
 import re
 import statistics
@@ -36,6 +37,7 @@ from evalkit.sources._chat import (
 )
 from evalkit.sources._mapping import BadValue, coercer, json_array
 from evalkit.sources._transforms import spec_key
+from evalkit.sources.csv import delimiter
 
 __all__ = ["SHOWN", "Mapping", "Proposal", "describe", "io_text", "is_messages", "propose",
            "sample_rows"]
@@ -125,8 +127,9 @@ def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
     try:
         with opener(path, "rt", encoding="utf-8", newline="") as fh:
             if name.endswith((".csv", ".tsv")):
-                delimiter = "\t" if name.endswith(".tsv") else ","
-                for row in csv.DictReader(fh, delimiter=delimiter):
+                first = fh.readline()
+                sep = delimiter(path.name, first)  # as the source reads it
+                for row in csv.DictReader(itertools.chain([first], fh), delimiter=sep):
                     rows.append({k: (v if v != "" else None) for k, v in row.items()
                                  if k is not None})
                     if len(rows) >= limit:

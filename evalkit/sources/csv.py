@@ -1,10 +1,12 @@
 """``csv``: comma-separated files with a header row (plain or gzip, with or without a UTF-8
-byte-order mark: see :mod:`evalkit.sources._input`)."""
+byte-order mark: see :mod:`evalkit.sources._input`); tab-separated for ``.tsv``, and ``;`` or
+``|`` when the header row holds no comma but those (a spreadsheet's European CSV)."""
 
 from __future__ import annotations
 
 import csv
 import io
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from evalkit.sources._input import HEAD, Input, head_text, open_input
 from evalkit.sources._mapping import Where, batches
 from evalkit.sources.files import FileSourceConfig, builder_for, fingerprint, resolve_paths
 
-__all__ = ["CsvSource", "Note", "Rejecter"]
+__all__ = ["CsvSource", "Note", "Rejecter", "delimiter"]
 
 Note = tuple[int, str, str | None]  # (line, reason, raw) of a line the reader could not take
 Rejecter = Callable[..., None]  # (location, reason, raw=None): input that is not a record
@@ -64,6 +66,18 @@ class _Lines:
                 break
             yield line
         self.ended = True
+
+
+def delimiter(name: str, header: str) -> str:
+    """The delimiter of a file named ``name`` whose header line is ``header``: a tab for
+    ``.tsv``; else a comma, unless the header holds none and holds ``;``, a tab or ``|``."""
+    if name.lower().removesuffix(".gz").endswith(".tsv"):
+        return "\t"
+    if "," in header:
+        return ","
+    counts = {sep: header.count(sep) for sep in (";", "\t", "|")}
+    best = max(counts, key=counts.__getitem__)
+    return best if counts[best] else ","
 
 
 def _bytes(text: str) -> bytes:
@@ -115,10 +129,13 @@ class CsvSource(Source):
     def fingerprint(self) -> dict[str, Any]:
         return fingerprint(self.paths)
 
-    def _header(self, path: Path, lines: _Lines) -> tuple[list[str] | None, Any]:
-        """The file's header row (``None`` for a file without one) and the reader of the
-        rest of its first segment."""
-        reader = csv.reader(lines.segment())
+    def _header(self, path: Path, lines: _Lines) -> tuple[list[str] | None, Any, str]:
+        """The file's header row (``None`` for a file without one), the reader of the rest
+        of its first segment, and the file's delimiter."""
+        segment = lines.segment()
+        first = next(segment, "")
+        sep = delimiter(path.name, first)
+        reader = csv.reader(itertools.chain([first] if first else [], segment), delimiter=sep)
         try:
             header = next(reader, None)
         except csv.Error as exc:
@@ -127,14 +144,14 @@ class CsvSource(Source):
         if header is None and lines.cut is not None and lines.cut[0] == 1:
             raise SourceError(f"{path}:1: the header row is over source.max_line_bytes "
                               f"({self.config.max_line_bytes:,} characters); raise it")
-        return _check_header(path, header), reader
+        return _check_header(path, header), reader, sep
 
     def _rows(self, reject: Rejecter) -> Iterator[tuple[Any, Where]]:
         for path in self.paths:
             ref = (str(path), path.name)
             with open_input(path) as source:
                 lines = _Lines(source, self.config.max_line_bytes)
-                header, reader = self._header(path, lines)
+                header, reader, sep = self._header(path, lines)
                 end = lines.number
                 while header is not None:
                     for row, start in self._segment(path, header, reader, lines, end,
@@ -145,7 +162,7 @@ class CsvSource(Source):
                     if lines.done:
                         break
                     end = lines.number
-                    reader = csv.reader(lines.segment())
+                    reader = csv.reader(lines.segment(), delimiter=sep)
                 if header is None and lines.cut is not None:  # damage in the header's line
                     reject(f"{path}:{lines.cut[0]}", *lines.cut[1:])
 

@@ -378,3 +378,18 @@ def test_the_prompt_is_read_where_the_answers_are(tmp_path, monkeypatch):
     judged = [r for r in run.records.to_pylist() if r["excluded_by"] is None]
     assert [(r["record_id"], r["input"]) for r in judged] == [
         (f"gen-{t}", f"Answer question {t} from the docs.") for t in range(4)]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name, sep", [("gsm.tsv", "\t"), ("gsm.csv", ";")])
+def test_a_tsv_or_a_semicolon_csv_runs_as_init_wrote_it(tmp_path, monkeypatch, name, sep):
+    """init read a .tsv with tabs and wrote `source: csv`, which read it with commas: every
+    row a reject; a European CSV (;) init could not read at all."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(_gsm_rows()[0]), delimiter=sep)
+    writer.writeheader()
+    writer.writerows(_gsm_rows())
+    run = _init_and_run(tmp_path, monkeypatch, name, out.getvalue())
+    assert (run.manifest["n_records"], run.rejects.num_rows) == (N, 0)
+    right = sum(r["answer"] == r["expected"] for r in _gsm_rows())
+    assert _metric(run, "exact_match_rate") == pytest.approx(right / N)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from evalkit.context import RunContext
 from evalkit.sources.csv import CsvSource
 from evalkit.sources.files import FileSourceConfig
@@ -56,3 +58,25 @@ def test_responses_output_items_as_json_text_read_as_the_assistants_text(
     (row,) = read(CsvSource("c", cfg, ctx)).table.to_pylist()
     assert row["output"] == proposed.example == "Rotate it in Settings."
     assert json.loads(row["metadata"])["output_messages"] == [items[1]]
+
+
+@pytest.mark.parametrize("name, sep", [("t.tsv", "\t"), ("t.tsv.gz", "\t"), ("eu.csv", ";"),
+                                       ("pipes.csv", "|"), ("commas.csv", ",")])
+def test_the_delimiter_is_the_files(ctx, tmp_path, name, sep):
+    """A .tsv (which `evalkit init` reads and writes `source: csv` for) and a spreadsheet's
+    European CSV (;, decimal commas) were read with commas: every row a reject ("expected 1
+    cells (the header's), got 3")."""
+    import gzip
+
+    text = sep.join(["id", "prompt", "answer"]) + "\n" + "".join(
+        sep.join([str(i), f"What is {i}?", f"It is {i}, more or less"]) + "\n"
+        for i in range(3)) if sep != "," else \
+        'id,prompt,answer\n' + "".join(f'{i},What is {i}?,"It is {i}, more or less"\n'
+                                       for i in range(3))
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+    got = read(CsvSource("c", FileSourceConfig(path=str(path), fields={"output": "answer"}),
+                         ctx))
+    assert not got.rejects
+    assert got.table.column("output").to_pylist() == [f"It is {i}, more or less"
+                                                      for i in range(3)]
