@@ -23,6 +23,7 @@ from evalkit.comparison._significance import (
     mcnemar_exact,
     mde_mcnemar,
     mde_normal,
+    records_floor,
 )
 from evalkit.comparison._stacked import stackable, stacked_values
 from evalkit.errors import EvalkitError
@@ -280,6 +281,16 @@ def _close(x: float | None, y: float | None) -> bool:
     return x is not None and y is not None and abs(x - y) <= 1e-12
 
 
+def _records(key: Key, va: dict[Key, Row], vb: dict[Key, Row], paired: dict[Key, Paired],
+             n_shared: int) -> int:
+    """The records behind a row's change: those paired in both runs for a per-record
+    metric, else the fewer of the runs' own counts (``n_judged``), else every shared one."""
+    if key in paired:
+        return paired[key].n
+    counts = [r.n for r in (va[key], vb[key]) if r.n is not None]
+    return min(counts) if counts else n_shared
+
+
 def _evaluate(keys: list[Key], va: dict[Key, Row], vb: dict[Key, Row], deltas: _Deltas,
               paired: dict[Key, Paired], drawn: dict[str, int], failed: dict[str, str],
               n_shared: int, confidence: float, correction: str,
@@ -293,6 +304,7 @@ def _evaluate(keys: list[Key], va: dict[Key, Row], vb: dict[Key, Row], deltas: _
     primary = [k for k in keys if k not in derived]
     derived.update(_same_quantity(keys, va, vb, boot, primary))
     tests: dict[Key, tuple[str, float, float]] = {}  # test, p, Monte-Carlo error
+    n_rec = {k: _records(k, va, vb, paired, n_shared) for k in keys}
     for key in keys:
         x, y = va[key].value, vb[key].value
         d = boot[key]
@@ -316,6 +328,11 @@ def _evaluate(keys: list[Key], va: dict[Key, Row], vb: dict[Key, Row], deltas: _
         elif owner in failed:
             row["note"] = (f"not resampled: metric '{owner}' failed on a resample "
                            f"({failed[owner]}); no interval")
+        elif n_rec[key] < 2:
+            # every resample of one record is that record: an interval of no width and a
+            # p-value of 0 ("decrease (p = 0)" from a single record)
+            row["note"] = (f"no interval: {n_rec[key]} record(s) behind this row, too few "
+                           "to resample")
         elif n_res < 2:
             row["note"] = "no interval: fewer than 2 resamples (--n-boot)"
         elif undefined > MAX_UNDEFINED * n_res:
@@ -333,7 +350,11 @@ def _evaluate(keys: list[Key], va: dict[Key, Row], vb: dict[Key, Row], deltas: _
                 tests[key] = ("mcnemar_exact", mcnemar_exact(worse, better), 0.0)
             elif row["ci_low"] is not None:
                 t = bootstrap_test(fin)
-                tests[key] = ("paired_bootstrap", t.p_value, t.mc_error)
+                floor = records_floor(n_rec[key])
+                # below the floor the bootstrap claims more than its records can show; the
+                # floor is no draw, so it has no Monte-Carlo error
+                tests[key] = (("paired_bootstrap", floor, 0.0) if floor > t.p_value else
+                              ("paired_bootstrap", t.p_value, t.mc_error))
         rows.append(row)
     order = list(tests)
     adjusted = adjust([tests[k][1] for k in order], correction)
@@ -368,7 +389,7 @@ def _evaluate(keys: list[Key], va: dict[Key, Row], vb: dict[Key, Row], deltas: _
             row["verdict"] = f"derived: {row['derived']}; not tested separately"
         elif row["verdict"] is None:
             row["verdict"] = "no verdict: " + (row["note"] or "no test")
-    gate_rows = _gates(gates, by_key, boot, paired, alpha, correction, unsettled)
+    gate_rows = _gates(gates, by_key, boot, paired, n_rec, alpha, correction, unsettled)
     return _Result(rows, gate_rows, unsettled)
 
 
@@ -390,8 +411,8 @@ def _verdict(row: dict[str, Any], family: int, correction: str, alpha: float) ->
 
 
 def _gates(gates: list[GateConfig] | tuple[()], by_key: dict[Key, dict[str, Any]],
-           boot: dict[Key, np.ndarray], paired: dict[Key, Paired], alpha: float,
-           correction: str, unsettled: set[Key]) -> list[dict[str, Any]]:
+           boot: dict[Key, np.ndarray], paired: dict[Key, Paired], n_rec: dict[Key, int],
+           alpha: float, correction: str, unsettled: set[Key]) -> list[dict[str, Any]]:
     """Each gate's result; the one-sided tests are corrected together (``correction``)."""
     out: list[dict[str, Any]] = []
     tests: list[float | None] = []
@@ -427,7 +448,8 @@ def _gates(gates: list[GateConfig] | tuple[()], by_key: dict[Key, dict[str, Any]
             bad = int(np.sum(sign * (p.b - p.a) > 0))
             flips = (bad, int(np.sum(p.a != p.b)) - bad)
         d = boot[key]
-        test, p_value, mc = gate_test(gate.tolerance, sign * d[np.isfinite(d)], flips)
+        test, p_value, mc = gate_test(gate.tolerance, sign * d[np.isfinite(d)], flips,
+                                      n_rec[key])
         res.update(test=test, p_value=p_value)
         if abs(p_value - alpha / 2) <= MC_Z * mc:
             unsettled.add(key)

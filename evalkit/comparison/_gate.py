@@ -65,17 +65,22 @@ def parse_gate(text: str) -> GateConfig:
 
 
 def gate_test(tolerance: float, resampled: np.ndarray | None = None,
-              flips: tuple[int, int] | None = None) -> tuple[str, float, float]:
+              flips: tuple[int, int] | None = None, records: int | None = None,
+              ) -> tuple[str, float, float]:
     """``(test, p, Monte-Carlo error)``: the one-sided p-value of "B is worse than A by at
     most ``tolerance``". ``flips``: the (worse, better) counts of a rate paired per record,
     used with McNemar's exact test when the tolerance is 0 (no Monte-Carlo error);
     otherwise ``resampled``: the paired bootstrap's changes, signed so that positive is
-    worse."""
-    from evalkit.comparison._significance import bootstrap_test, mcnemar_exact
+    worse, over ``records`` records (its p-value never below
+    :func:`~evalkit.comparison._significance.records_floor`)."""
+    from evalkit.comparison._significance import bootstrap_test, mcnemar_exact, records_floor
 
     if tolerance == 0 and flips is not None:
         return "mcnemar_exact", mcnemar_exact(flips[0], flips[1], "greater"), 0.0
     if resampled is None:
         raise ValueError("gate_test: give the resampled changes or the flips")
     t = bootstrap_test(resampled, tolerance, "greater")
+    floor = records_floor(records, "greater") if records is not None else 0.0
+    if floor > t.p_value:  # the floor is no draw: no Monte-Carlo error
+        return "paired_bootstrap", floor, 0.0
     return "paired_bootstrap", t.p_value, t.mc_error

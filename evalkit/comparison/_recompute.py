@@ -120,6 +120,7 @@ class Row:
     owner: str  # the metric instance that wrote it
     plugin: str
     higher_is_better: bool | None
+    n: int | None = None  # the records behind the value (the row's n_judged)
 
 
 def values(run: RunTables, metrics: dict[str, Any], failed: dict[str, str] | None = None,
@@ -142,9 +143,11 @@ def values(run: RunTables, metrics: dict[str, Any], failed: dict[str, str] | Non
             continue
         hib = getattr(plugin, "higher_is_better", None)
         kind = run.plugin_of.get(name, "")
-        for row in table.select(["metric", "slice", "value", "higher_is_better"]).to_pylist():
+        for row in table.select(["metric", "slice", "value", "higher_is_better",
+                                 "n_judged"]).to_pylist():
             better = row["higher_is_better"] if row["higher_is_better"] is not None else hib
-            out[(row["metric"], row["slice"])] = Row(row["value"], name, kind, better)
+            out[(row["metric"], row["slice"])] = Row(row["value"], name, kind, better,
+                                                     row["n_judged"])
     return out
 
 

@@ -88,6 +88,16 @@ def bootstrap_test(deltas: np.ndarray, shift: float = 0.0,
     return BootstrapTest(p, mc, float(np.std(deltas, ddof=1)) if b > 1 else math.nan)
 
 
+def records_floor(n: int, alternative: str = "two-sided") -> float:
+    """The smallest p-value a distribution-free paired test of ``n`` records can give:
+    Fisher's randomization test, exact over the 2ⁿ ways to swap A and B within records,
+    reaches 2·2⁻ⁿ two-sided (2⁻ⁿ one-sided, ``greater``) when every record moved the same
+    way (``scipy.stats.permutation_test(..., permutation_type="samples")``). The paired
+    bootstrap has no such floor: every resample of records that all moved one way moves
+    that way, and its p-value was 0 from a single record."""
+    return min(1.0, (1.0 if alternative == "greater" else 2.0) * 0.5 ** max(n, 0))
+
+
 def _z(p: float) -> float:
     return NormalDist().inv_cdf(p)
 

@@ -97,8 +97,9 @@ def test_errors(tmp_path):
 
 def test_cli(tmp_path):
     runs = tmp_path / "runs"
-    write_run(runs, "A", [0.1, 0.4, 0.2, 0.3])
-    write_run(runs, "B", [0.6, 0.9, 0.7, 0.8])
+    # 8 records that all rose: p = 2·2⁻⁸ at the least (4 could not show it: 0.125)
+    write_run(runs, "A", [0.1, 0.4, 0.2, 0.3] * 2)
+    write_run(runs, "B", [0.6, 0.9, 0.7, 0.8] * 2)
     proc = run_cli("compare", "A", "B", "--n-boot", "20", "--metric", "score", cwd=tmp_path)
     assert "score" in proc.stdout and "increase" in proc.stdout and "done" not in proc.stdout
     csv_out = run_cli("compare", "A", "B", "--n-boot", "5", "--format", "csv", cwd=tmp_path)

@@ -237,3 +237,29 @@ def test_a_changed_judge_is_named(tmp_path):
     result = compare_runs(*runs, n_boot=5, max_boot=5)
     assert result.judge_changes == [{"judge": "g", "field": "model", "a": "openai/gpt-4o",
                                      "b": "openai/gpt-5"}]
+
+
+def test_a_change_on_a_few_records_is_never_more_certain_than_an_exact_test_allows(tmp_path):
+    """One shared record gave the mean "decrease (p = 0)"; six records that all moved the
+    same way gave p = 0 (every resample moved that way). No distribution-free paired test
+    of n records can go below Fisher's randomization test, exact over the 2ⁿ sign flips:
+    2·2⁻ⁿ there (scipy.stats.permutation_test)."""
+    from scipy import stats
+
+    score = {"score": {"plugin": "mean", "judge": "g", "raw": False}}
+    one = compare_runs(write_run(tmp_path / "one", "A", [True], metrics=score),
+                       write_run(tmp_path / "one", "B", [False], metrics=score), n_boot=200)
+    (row,) = one.rows
+    assert row["p_value"] is None and row["significant"] is None and row["ci_low"] is None
+    assert "1 record" in row["note"] and "decrease" not in row["verdict"]
+
+    a, b = [False] * 6, [True] * 6
+    six = compare_runs(write_run(tmp_path / "six", "A", a, metrics=score),
+                       write_run(tmp_path / "six", "B", b, metrics=score), n_boot=400)
+    (row,) = six.rows
+    exact = stats.permutation_test((np.array(b, float), np.array(a, float)),
+                                   lambda x, y: np.mean(x - y), permutation_type="samples",
+                                   n_resamples=np.inf).pvalue
+    assert exact == pytest.approx(2 / 64)
+    assert row["test"] == "paired_bootstrap" and row["p_value"] == pytest.approx(exact)
+    assert row["significant"]  # 1/32 < 0.05: six records that all moved are evidence
