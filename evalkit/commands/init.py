@@ -84,7 +84,14 @@ def starter_files(data: str | None, name: str,
                   forced: dict[str, str] | None = None) -> tuple[dict[str, str], str]:
     """The experiment (and a judge preset) ``evalkit init`` writes for ``data``, and the
     proposal it prints: only the metrics the mapped columns can feed."""
-    from evalkit.commands.init_mapping import SHOWN, io_text, is_messages, propose, sample_rows
+    from evalkit.commands.init_mapping import (
+        SHOWN,
+        io_text,
+        is_messages,
+        propose,
+        sample_rows,
+        skipped_note,
+    )
     from evalkit.sources._mapping import MAPPABLE
 
     if not re.fullmatch(r"[A-Za-z0-9_\-]+", name):
@@ -105,7 +112,10 @@ def starter_files(data: str | None, name: str,
         sample, path = Path(data), data
         kind = "csv" if Path(data).name.lower().removesuffix(".gz").endswith(
             (".csv", ".tsv")) else "jsonl"
-    mapping = propose(sample_rows(Path(sample)), forced)
+    skipped: list[tuple[int, str]] = []
+    mapping = propose(sample_rows(Path(sample), skipped=skipped), forced)
+    if skipped:
+        mapping.notes.insert(0, skipped_note(skipped))
     found = mapping.proposals
     # a column read by its own name is left out, but for a message list: one named in
     # fields is read as its text (the last user message), the list kept in metadata

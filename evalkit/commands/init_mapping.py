@@ -40,7 +40,7 @@ from evalkit.sources._transforms import spec_key
 from evalkit.sources.csv import delimiter
 
 __all__ = ["SHOWN", "Mapping", "Proposal", "describe", "io_text", "is_messages", "propose",
-           "sample_rows"]
+           "sample_rows", "skipped_note"]
 
 SAMPLE_ROWS = 500
 _MAX_DEPTH = 8
@@ -119,13 +119,18 @@ class Mapping:
     set_aside: tuple[str, str] | None = None
 
 
-def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
-    """The first ``limit`` rows of a JSONL or CSV file (``.gz`` too) that are objects."""
+def sample_rows(path: Path, limit: int = SAMPLE_ROWS,
+                skipped: list[tuple[int, str]] | None = None) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of a JSONL or CSV file (``.gz`` too) that are objects. A JSONL
+    line after the first object that is not one (a log cut short by a crash, a line nested
+    past the parser's depth) is left out, its line and why added to ``skipped``: the run
+    rejects it, with its reason."""
     name = path.name.lower().removesuffix(".gz")
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     rows: list[dict[str, Any]] = []
-    try:
-        with opener(path, "rt", encoding="utf-8", newline="") as fh:
+    skipped = [] if skipped is None else skipped
+    try:  # (bytes that are not UTF-8 replaced: the run rejects their rows, naming them)
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
             if name.endswith((".csv", ".tsv")):
                 first = fh.readline()
                 sep = delimiter(path.name, first)  # as the source reads it
@@ -140,15 +145,22 @@ def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
                         continue
                     try:
                         obj = json.loads(line)
-                    except ValueError:
+                    except (ValueError, RecursionError) as exc:
+                        why = "nested too deep to read" if isinstance(exc, RecursionError) \
+                            else "not JSON"
+                        if rows:
+                            skipped.append((i, why))
+                            continue
                         if line.strip() == "[":  # a JSON array written out, pretty
                             raise ConfigError(_array(path, None)) from None
-                        raise ConfigError(f"init: {path}:{i} is not JSON; give a JSONL file "
+                        raise ConfigError(f"init: {path}:{i} is {why}; give a JSONL file "
                                           "(one object a line) or a .csv") from None
                     if json_array(obj, str(path)):
                         raise ConfigError(_array(path, len(obj)))
                     if isinstance(obj, dict):
                         rows.append(obj)
+                    elif rows:
+                        skipped.append((i, f"a JSON {type(obj).__name__}, not an object"))
                     if len(rows) >= limit:
                         break
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
@@ -156,6 +168,15 @@ def sample_rows(path: Path, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
     if not rows:
         raise ConfigError(f"init: {path} has no JSON object (JSONL) or CSV row to sample")
     return rows
+
+
+def skipped_note(skipped: list[tuple[int, str]]) -> str:
+    """The line that says which sampled lines were left out, and why."""
+    n = len(skipped)
+    shown = "; ".join(f"line {line}: {why}" for line, why in skipped[:3])
+    return (f"skipped {n} line{'s' if n > 1 else ''} that {'are' if n > 1 else 'is'} not a "
+            f"JSON object ({shown}{'; …' if n > 3 else ''}): the run rejects "
+            f"{'them' if n > 1 else 'it'}, with the reason")
 
 
 def _array(path: Path, n: int | None) -> str:

@@ -393,3 +393,20 @@ def test_a_tsv_or_a_semicolon_csv_runs_as_init_wrote_it(tmp_path, monkeypatch, n
     assert (run.manifest["n_records"], run.rejects.num_rows) == (N, 0)
     right = sum(r["answer"] == r["expected"] for r in _gsm_rows())
     assert _metric(run, "exact_match_rate") == pytest.approx(right / N)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("bad", ['{"id": "cut", "output": "the process was kil',  # cut short
+                                 '{"id": "deep", "output": ' + "[" * 100_000 + "]" * 100_000
+                                 + "}"])
+def test_a_bad_line_among_good_ones_is_said_and_the_run_rejects_it(tmp_path, monkeypatch,
+                                                                   capsys, bad):
+    """A log cut short by a crash, or a line nested past any parser's depth: init crashed
+    (RecursionError) or refused the whole file ("is not JSON"); it samples the good lines and
+    says which it skipped, and the run rejects that line with its reason."""
+    rows = _gsm_rows()
+    text = jsonl(rows[:6]) + bad + "\n" + jsonl(rows[6:])
+    run = _init_and_run(tmp_path, monkeypatch, "cut.jsonl", text)
+    assert "skipped 1 line that is not a JSON object (line 7" in capsys.readouterr().out
+    assert (run.manifest["n_records"], run.rejects.num_rows) == (N, 1)
+    assert run.rejects.column("location").to_pylist()[0].endswith("cut.jsonl:7")
