@@ -85,12 +85,14 @@ def blocks_of(value: Any) -> list[dict[str, Any]] | None:
 def response_items(value: Any) -> list[dict[str, Any]] | None:
     """The messages among ``value`` when it is a list of typed items some of which are
     messages (OpenAI Responses' ``output``: a ``reasoning`` item, then a ``message`` with a
-    role and ``output_text`` parts), else None."""
+    role and ``output_text`` parts), or whose function calls are the reply (as one assistant
+    message holding them); else None."""
     if isinstance(value, list) and value and all(
             isinstance(i, dict) and isinstance(i.get("type", i.get("role")), str)
             for i in value):
         messages = [i for i in value if isinstance(i.get("role"), str)]
-        return messages or None
+        calls = [i for i in value if i.get("type") in _CALL_PARTS]
+        return messages or ([{"role": "assistant", "content": calls}] if calls else None)
     return None
 
 

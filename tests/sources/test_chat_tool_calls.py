@@ -38,3 +38,13 @@ def test_text_beside_tool_calls_is_the_output():
     assert chat_column("output", [reply])[0] == ["Let me add them."]
     # a reply with neither text nor calls has no output
     assert chat_column("output", [{"role": "assistant", "content": None}])[0] == [None]
+
+
+def test_a_responses_output_of_a_function_call_only_is_its_call():
+    """OpenAI Responses' output items: a reasoning item, then a function call, no message:
+    the output is the call, not the JSON of every item (the reasoning's included)."""
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup",
+            "arguments": "{\"id\": 5}", "status": "completed"}
+    items = [{"type": "reasoning", "id": "rs_1", "summary": []}, call]
+    (out,), _ = chat_column("output", [items])
+    assert json.loads(out) == [call]
