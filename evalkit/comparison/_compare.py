@@ -156,7 +156,10 @@ def compare_runs(run_a: Path, run_b: Path, *, n_boot: int = N_BOOT, max_boot: in
                                     failed)
                 for k in mine:
                     if va[k].owner in stack and k in xs and k in ys:
-                        chunk[k] = ys[k] - xs[k]  # NaN where either is undefined
+                        # NaN where either is undefined; beyond the float range, inf, which
+                        # counts as undefined as well
+                        with np.errstate(over="ignore"):
+                            chunk[k] = ys[k] - xs[k]
                 sub_a = {n: m for n, m in sub_a.items() if n not in stack}
                 sub_b = {n: m for n, m in sub_b.items() if n not in stack}
             for i, sample in enumerate(samples(shared, count, seed, round_) if sub_a or sub_b
@@ -224,6 +227,14 @@ def judge_changes(a: RunTables, b: RunTables) -> list[dict[str, Any]]:
 
 def _finite(v: float | None) -> bool:
     return v is not None and math.isfinite(v)
+
+
+def _difference(x: float | None, y: float | None) -> float | None:
+    """B − A where both are finite and so is their difference (-1.5e308 to 1.5e308 is not)."""
+    if not (_finite(x) and _finite(y)):
+        return None
+    d = y - x  # type: ignore[operator]
+    return d if math.isfinite(d) else None
 
 
 @dataclass
@@ -312,7 +323,7 @@ def _evaluate(keys: list[Key], va: dict[Key, Row], vb: dict[Key, Row], deltas: _
         fin = d[np.isfinite(d)]
         row: dict[str, Any] = {
             "metric": key[0], "slice": key[1], "a": x, "b": y,
-            "delta": y - x if _finite(x) and _finite(y) else None,  # type: ignore[operator]
+            "delta": _difference(x, y),
             "ci_low": None, "ci_high": None, "significant": None, "verdict": None,
             "p_value": None, "p_adjusted": None, "test": None, "mde": None,
             "role": "derived" if key in derived else "primary",
@@ -324,7 +335,9 @@ def _evaluate(keys: list[Key], va: dict[Key, Row], vb: dict[Key, Row], deltas: _
         owner = va[key].owner
         undefined = n_res - len(fin)
         if row["delta"] is None:
-            row["note"] = "no difference: the metric is undefined or infinite in a run"
+            row["note"] = ("no difference: the metric is undefined or infinite in a run"
+                           if not (_finite(x) and _finite(y)) else
+                           "no difference: B − A lies beyond the float range")
         elif owner in failed:
             row["note"] = (f"not resampled: metric '{owner}' failed on a resample "
                            f"({failed[owner]}); no interval")

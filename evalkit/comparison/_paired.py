@@ -125,12 +125,14 @@ def split(p: Paired, n_boot: int, seed: int, confidence: float) -> Split:
     the records (both parts from the same resamples)."""
     from evalkit.comparison._recompute import draws
 
-    d = p.b - p.a
+    with np.errstate(over="ignore"):
+        d = p.b - p.a
     n = p.n
     judge_part = np.where(p.same_output, d, 0.0)
     system_part = np.where(p.same_output, 0.0, d)
-    if n == 0:
-        return Split(None, (None, None), None, (None, None), 0, 0)
+    if n == 0 or not np.all(np.isfinite(d)):  # (a change beyond the float range: no split)
+        return Split(None, (None, None), None, (None, None), int(p.same_output.sum()),
+                     int((~p.same_output).sum()))
     jj, ss = float(judge_part.sum() / n), float(system_part.sum() / n)
     if n < 2 or n_boot < 2:
         return Split(jj, (None, None), ss, (None, None), int(p.same_output.sum()),

@@ -263,3 +263,23 @@ def test_a_change_on_a_few_records_is_never_more_certain_than_an_exact_test_allo
     assert exact == pytest.approx(2 / 64)
     assert row["test"] == "paired_bootstrap" and row["p_value"] == pytest.approx(exact)
     assert row["significant"]  # 1/32 < 0.05: six records that all moved are evidence
+
+
+def test_a_change_beyond_the_float_range_is_no_number(tmp_path):
+    """Means of -1.5e308 and 1.5e308 are finite; their difference is not (it printed inf)."""
+    import pyarrow.parquet as pq
+
+    score = {"score": {"plugin": "mean", "judge": "g", "raw": False}}
+    a = write_run(tmp_path, "A", [True] * 4, metrics=score)
+    b = write_run(tmp_path, "B", [True] * 4, metrics=score)
+    for run, value in ((a, -1.5e308), (b, 1.5e308)):
+        path = run / "judgments" / "part-00000.parquet"
+        table = pq.read_table(path)
+        table = table.set_column(table.schema.get_field_index("value"), "value",
+                                 pa.array([value] * table.num_rows, pa.float64()))
+        write_parquet(table, path)
+    (row,) = compare_runs(a, b, n_boot=50).rows
+    for key in ("delta", "ci_low", "ci_high", "p_value", "mde", "judge_delta",
+                "judge_ci_low", "system_delta", "system_ci_high"):
+        assert row[key] is None or np.isfinite(row[key]), key
+    assert row["delta"] is None and "float range" in row["note"]
