@@ -129,3 +129,20 @@ def test_sessions_in_one_file_are_each_their_own(read_corpus, tmp_path, names):
     assert len(ctx.rejects) == sum(len(read_corpus[n][2]) for n in names)
     for key in ("ignored_events", "repeated_events", "local_commands"):
         assert src.counts.get(key, 0) == sum(read_corpus[n][1].get(key, 0) for n in names)
+
+
+def test_a_file_that_repeats_another_sessions_history_then_goes_on(tmp_path):
+    """A file that opens with another session's events (read already from that session's
+    own file) and goes on under its own id: the history is counted as repeated, the new
+    turns are the new session's, and nothing is rejected."""
+    lines = (CORPUS / "claude" / "tool_heavy.jsonl").read_text().splitlines()
+    old, new = "d6e0bada-1959-4eec-a9d2-0bfade768d8f", "ffffffff-2222-4333-8444-555555555555"
+    (tmp_path / f"{old}.jsonl").write_text("\n".join(lines[:18]) + "\n")
+    (tmp_path / f"{new}.jsonl").write_text("\n".join(
+        lines[:18] + [x.replace(old, new) for x in lines[18:]]) + "\n")
+    ctx = SimpleNamespace(run_id="r1", run_dir=tmp_path / "run", rejects=[])
+    src = TranscriptsSource("t", TranscriptsConfig(path=str(tmp_path)), ctx)
+    rows = read_collecting(src).to_pylist()
+    assert [(r["record_id"], r["input"][:20]) for r in rows] == [
+        (f"{old}:0", "start phoenix in bac"), (f"{new}:0", "scrolling back in xt")]
+    assert not ctx.rejects
