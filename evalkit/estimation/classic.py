@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from evalkit.estimation._estimate import Estimate
-from evalkit.metrics._stats import mean_ci
+from evalkit.metrics._stats import mean_ci, mean_ci_open, mean_of
 
 __all__ = ["human_mean", "judge_mean"]
 
@@ -31,5 +31,6 @@ def _mean(values: np.ndarray, method: str, confidence: float, n_boot: int,
     if not len(values):
         return Estimate.refused(method, "no values")
     low, high, how = mean_ci(values, n_boot, seed, confidence)
-    return Estimate(method, float(values.mean()), low, high,
-                    {"n": len(values), "ci_method": how})
+    # a value without an interval says why (one value, all equal), as every metric row does
+    found = {"ci_method": how} if how else mean_ci_open(len(values), n_boot)
+    return Estimate(method, mean_of(values), low, high, {"n": len(values), **found})

@@ -186,3 +186,15 @@ def test_the_t_quantile_matches_scipy():
     for df in (1, 1.5, 2, 3, 5, 14, 60, 1e4):
         for c in (0.8, 0.9, 0.95, 0.99):
             assert t_value(c, df) == pytest.approx(t.ppf(0.5 + c / 2, df), rel=1e-10)
+
+
+def test_a_judge_or_human_mean_without_an_interval_says_why():
+    """A judge that gives 0.7 to every record had a mean, no interval and no reason (the
+    corrected metric's .judge row broke the metrics' rule: a value without an interval says
+    why in ci_open); n_boot 0 asks for none."""
+    est = judge_mean(np.full(12, 0.7))
+    assert est.value == pytest.approx(0.7) and est.low is None
+    assert "no spread" in est.details["ci_open"] and est.details.get("ci_method") is None
+    one = human_mean(np.array([0.4]))
+    assert one.low is None and "one value" in one.details["ci_open"]
+    assert "ci_open" not in judge_mean(np.full(12, 0.7), n_boot=0).details
