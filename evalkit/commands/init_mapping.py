@@ -65,6 +65,9 @@ class _Stat:
     # chat-shaped values (messages, content blocks, an assistant message): the source reads
     # them as their text only for a column named in fields
     chat: int = 0
+    # values read through the first item of a list that has others (observations.0.level):
+    # one item's, never a row's
+    of_many: int = 0
 
     @property
     def present(self) -> int:
@@ -233,54 +236,58 @@ def _leading_number(value: Any) -> float | None:
     return number
 
 
-def _walk(value: Any, path: str, depth: int) -> Iterator[tuple[str, str, Any]]:
-    """``(path, kind, value)`` for ``value`` and everything under it."""
+def _walk(value: Any, path: str, depth: int,
+          many: bool = False) -> Iterator[tuple[str, str, Any, bool]]:
+    """``(path, kind, value, many)`` for ``value`` and everything under it; ``many``: the
+    path goes through the first item of a list that has others (one item of several)."""
     value = _parsed(value)
     if value is None:
         return
     if is_messages(value):
-        yield path, "messages", value
+        yield path, "messages", value, many
         return
     if isinstance(value, dict):
-        yield path, "object", value
+        yield path, "object", value, many
         if depth < _MAX_DEPTH:
             for key, inner in value.items():
                 # a key with dots (OpenTelemetry's ``gen_ai.request.model``, a CSV header
                 # ``meta.model``) is named by its steps: evalkit.paths.walk joins them back
                 if isinstance(key, str) and key and not key.isdigit():
-                    yield from _walk(inner, f"{path}.{key}" if path else key, depth + 1)
+                    yield from _walk(inner, f"{path}.{key}" if path else key, depth + 1,
+                                     many)
         return
     if isinstance(value, list):
         blocks = blocks_of(value)
         if blocks is not None:  # content blocks: their text is what the source reads
-            yield path, "text", _ChatText(message_text({"content": blocks}))
+            yield path, "text", _ChatText(message_text({"content": blocks})), many
             return
         items = response_items(value)
         text = assistant_text(items) if items is not None else None
         if text:  # OpenAI Responses' output items: the assistant's text, as the source reads
-            yield path, "text", _ChatText(text)
+            yield path, "text", _ChatText(text), many
             return
-        yield path, "list", value
+        yield path, "list", value, many
         # choices.0.message.content; LangChain's generations.0.0.text (a list of lists)
         if value and isinstance(value[0], (dict, list)) and depth < _MAX_DEPTH:
-            yield from _walk(value[0], f"{path}.0", depth + 1)
+            yield from _walk(value[0], f"{path}.0", depth + 1, many or len(value) > 1)
         return
     if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true",
                                                                                "false")):
-        yield path, "bool", value
+        yield path, "bool", value, many
     elif _leading_number(value) is not None:
-        yield path, "number", value
+        yield path, "number", value, many
     else:
-        yield path, "text", value
+        yield path, "text", value, many
 
 
 def _stats(rows: list[dict[str, Any]]) -> dict[str, _Stat]:
     stats: dict[str, _Stat] = {}
     for row in rows:
-        for path, kind, value in _walk(row, "", 0):
+        for path, kind, value, many in _walk(row, "", 0):
             if not path:
                 continue
             st = stats.setdefault(path, _Stat())
+            st.of_many += many
             st.kinds[kind] = st.kinds.get(kind, 0) + 1
             if kind == "messages" or isinstance(value, _ChatText) or (
                     kind == "object" and isinstance(value.get("role"), str) and
@@ -405,7 +412,7 @@ SHOWN = ("record_id", "input", "output", "reference", "context", "model", "level
 def _score(role: _Role, path: str, st: _Stat, n_rows: int) -> tuple[float, bool] | None:
     """How well ``path`` fits ``role`` (higher is better) and whether the fit is sure."""
     steps = _words(path)
-    if not steps or not st.present:
+    if not steps or not st.present or (st.of_many and role.column != "output"):
         return None
     # an output may be an object in the rows of failed calls (an error body, an envelope)
     if st.share(*role.kinds) < (0.5 if role.column == "output" else 0.8):

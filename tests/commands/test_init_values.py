@@ -410,3 +410,25 @@ def test_a_bad_line_among_good_ones_is_said_and_the_run_rejects_it(tmp_path, mon
     assert "skipped 1 line that is not a JSON object (line 7" in capsys.readouterr().out
     assert (run.manifest["n_records"], run.rejects.num_rows) == (N, 1)
     assert run.rejects.column("location").to_pylist()[0].endswith("cut.jsonl:7")
+
+
+def test_a_column_is_not_read_from_one_item_of_a_list_of_several(tmp_path):
+    """A Langfuse trace export: `observations` lists a retrieval span, then the generation
+    that failed. `observations.0.level` is the span's, DEFAULT in every row: a level that
+    never says ERROR, proposed as sure."""
+    rows = []
+    for t in range(6):
+        failed = t == 4
+        rows.append({
+            "id": f"trace-{t}", "input": {"question": f"Question {t}?"},
+            "output": {"answer": "Sorry, try again." if failed else f"Answer {t} is short."},
+            "observations": [
+                {"id": f"s{t}", "type": "SPAN", "level": "DEFAULT", "input": {"q": f"q{t}"}},
+                {"id": f"g{t}", "type": "GENERATION", "model": "gpt-4o-mini",
+                 "level": "ERROR" if failed else "DEFAULT",
+                 "statusMessage": "429 Too Many Requests" if failed else None}]})
+    path = tmp_path / "traces.jsonl"
+    path.write_text(jsonl(rows))
+    found = propose(sample_rows(path)).proposals
+    assert not any(p.path.startswith("observations.") for p in found.values()), found
+    assert "observations" in io_text(propose(sample_rows(path)))  # left unmapped, and said
