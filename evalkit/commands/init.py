@@ -142,6 +142,8 @@ def starter_files(data: str | None, name: str,
     source: dict[str, object] = {"path": path}
     if "record_id" in found:
         source["record_id"] = found["record_id"].path
+    if mapping.scores_list is not None:
+        source["scores_list"] = mapping.scores_list
     source["fields"] = fields
     seen = "".join(f"\n#   {line}" for line in io_text(mapping).splitlines())
     alerts = """

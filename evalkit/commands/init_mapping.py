@@ -120,6 +120,8 @@ class Mapping:
     # the rows of a tree (runs with a parent id) that lack the output, as the predicate and
     # reason of a sql filter that sets them aside before pipeline_failure calls them failed
     set_aside: tuple[str, str] | None = None
+    # a list of another evaluator's scores ({name, value}) in each row: imported as judgments
+    scores_list: str | None = None
 
 
 def sample_rows(path: Path, limit: int = SAMPLE_ROWS,
@@ -602,8 +604,31 @@ def propose(rows: list[dict[str, Any]], forced: dict[str, str] | None = None) ->
     tree = _tree(rows, proposals["output"].path)
     if tree is not None:
         unread.append(tree[2])
+    scores = _scores_list(stats, taken)
+    if scores is not None:
+        unmapped = [(p, e) for p, e in unmapped if p != scores and
+                    not p.startswith(scores + ".")]
+        unread.append(f"imported scores: {scores} (each item's name and value or label): "
+                      "judgments with origin 'imported', audited like evalkit's own")
     return Mapping(proposals, unmapped, n, unread + _notes(stats, proposals, said),
-                   tree[:2] if tree is not None else None)
+                   tree[:2] if tree is not None else None, scores)
+
+
+def _scores_list(stats: dict[str, _Stat], taken: set[str]) -> str | None:
+    """The path of a list of scores another evaluator gave each row (a Langfuse export's
+    ``scores``: objects with a name and a value or label), else None."""
+    for path, st in sorted(stats.items(), key=lambda ps: -ps[1].present):
+        words = {w for s in _words(path) for w in s}
+        example = st.example
+        if path in taken or st.share("list") < 0.8 or st.of_many or not words & {
+                "scores", "score", "evaluations", "evals", "feedback", "grades"} or \
+                not isinstance(example, list) or not example:
+            continue
+        if all(isinstance(s, dict) and isinstance(s.get("name"), str) and any(
+                s.get(k) is not None for k in ("value", "label", "stringValue"))
+               for s in example):
+            return path
+    return None
 
 
 _PARENT_KEYS = ("parent_run_id", "parent_id", "parent_observation_id", "parent_span_id")

@@ -200,15 +200,17 @@ def _scores_from_list(items: Any, rid: str) -> list[dict[str, Any]]:
         if not isinstance(item, Mapping) or "name" not in item:
             raise BadValue("each imported score needs a 'name'")
         value = item.get("value")
-        if value is None and item.get("label") is None:
+        # a categorical score's text: Langfuse's stringValue, or a label
+        label = item.get("label", item.get("stringValue"))
+        if value is None and label is None:
             raise BadValue(f"imported score '{item['name']}' has neither a value nor a label")
         row = {"record_id": rid, "judge": str(item["name"]),
                **(_score_value(value) if value is not None else {})}
         comment = item.get("comment", item.get("explanation"))
         if comment is not None:
             row["explanation"] = str(comment)
-        if item.get("label") is not None:
-            row["label"] = str(item["label"])
+        if label is not None:
+            row["label"] = str(label)
         rows.append(row)
     return rows
 

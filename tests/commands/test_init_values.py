@@ -432,3 +432,24 @@ def test_a_column_is_not_read_from_one_item_of_a_list_of_several(tmp_path):
     found = propose(sample_rows(path)).proposals
     assert not any(p.path.startswith("observations.") for p in found.values()), found
     assert "observations" in io_text(propose(sample_rows(path)))  # left unmapped, and said
+
+
+def _scored_rows() -> list[dict[str, Any]]:
+    """A Langfuse trace export with the scores an evaluator gave each trace."""
+    return [{"id": f"trace-{t}", "input": {"question": f"Question {t}?"},
+             "output": {"answer": f"Answer {t} is short and clear."},
+             "scores": [{"name": "helpful", "value": t % 2, "comment": None},
+                        {"name": "tone", "value": None, "stringValue": "ok"}]}
+            for t in range(6)]
+
+
+@pytest.mark.e2e
+def test_scores_in_the_rows_are_imported_not_left_in_metadata(tmp_path, monkeypatch, capsys):
+    """Another evaluator's scores sat in metadata, unread, where evalkit imports such scores
+    as judgments (origin 'imported') to audit them like its own."""
+    run = _init_and_run(tmp_path, monkeypatch, "scored.jsonl", jsonl(_scored_rows()))
+    assert "imported scores: scores" in capsys.readouterr().out
+    imported = [j for j in run.judgments.to_pylist() if j["origin"] == "imported"]
+    assert sorted((j["record_id"], j["judge"], j["value"], j["label"]) for j in imported) == \
+        sorted([(f"trace-{t}", "helpful", float(t % 2), None) for t in range(6)] +
+               [(f"trace-{t}", "tone", None, "ok") for t in range(6)])
