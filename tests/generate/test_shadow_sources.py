@@ -96,6 +96,10 @@ def test_otel_genai_and_openinference_spans_replay_as_valid_chat_requests(
     spans = [span(f"{k + 1:016x}", "chat gpt-4o-mini",
                   {**CHAT, **attrs, "gen_ai.output.messages": OUT})
              for k, attrs in enumerate(GENAI)]
+    # a failed call with its request kept: the candidate is asked what production was not
+    spans.append(span("e" * 16, "chat gpt-4o-mini", {**CHAT, "gen_ai.input.messages": json.dumps(
+        [{"role": "user", "parts": [{"type": "text", "content": "Rebook me on SK1433."}]}])},
+        status={"code": 2, "message": "503 upstream unavailable"}))
     # a failed call whose span kept no content (content capture off): nothing to replay
     spans.append(span("f" * 16, "chat gpt-4o-mini", {**CHAT},
                       status={"code": 2, "message": "429 rate limited"}))
@@ -111,7 +115,8 @@ def test_otel_genai_and_openinference_spans_replay_as_valid_chat_requests(
     assert candidates[empty]["excluded_by"] == "generate"
     assert "no input to replay" in candidates[empty]["exclude_reason"]
     (recovery,) = [m for m in run.metrics.to_pylist() if m["metric"] == "recovery"]
-    # the corpus's failed call was answered; the one without content is counted apart
+    # the failed call with its request was answered; the one without content is counted
+    # apart (the corpus's first model call, a get_weather tool call, is no failure)
     assert (recovery["n_attempted"], recovery["n_judged"], recovery["n_unscored"]) == (2, 1, 1)
     assert recovery["value"] == 1.0
     assert json.loads(recovery["details"])["unreplayable"] == 1
