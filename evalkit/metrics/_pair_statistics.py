@@ -222,24 +222,43 @@ def intervals(cols: list[np.ndarray], fns: dict[str, Batch], x: np.ndarray, y: n
     ``cols``); none with ``n_boot`` = 0."""
     cis = bootstrap(cols, {s: fn for s, fn in fns.items() if s not in CLOSED_FORM}, n_boot,
                     seed, confidence)
+    # every resample gave the same value (F1 of a judge right on every record: [1, 1]): an
+    # interval of no width covers that value alone. Left open, with NO_WIDTH as the reason;
+    # r = ±1 keeps its point, as scipy.stats.pearsonr's interval does there
+    cis.update({s: NoWidth() for s, ci in cis.items() if ci[0] is not None
+                and ci[0] == ci[1] and s not in ("pearson", "spearman")})
     if n_boot > 0:
         cis.update({s: closed_form_ci(s, x, y, confidence) for s in fns if s in CLOSED_FORM})
     return cis
+
+
+NO_WIDTH = ("every resample gave the same value: an interval of no width would cover that "
+            "value alone, so none is given")
+
+
+class NoWidth(tuple):
+    """``(None, None)``: a bootstrap whose every resample gave the same value (the reason is
+    :data:`NO_WIDTH`)."""
+
+    def __new__(cls) -> NoWidth:
+        return super().__new__(cls, (None, None))
 
 
 def interval_details(stat: str, ci: tuple[float | None, float | None],
                      value: float | None, n: int, n_boot: int) -> dict[str, str]:
     """``{"ci_method": how}`` of ``stat``'s interval ``ci`` over ``n`` pairs, or
     ``{"ci_open": why}`` for a value left without one though one was asked for
-    (``n_boot`` > 0: one pair cannot be resampled, and beyond that every resample left the
-    statistic undefined); else ``{}``."""
+    (``n_boot`` > 0: one pair cannot be resampled; beyond that every resample left the
+    statistic undefined, or gave it the same value, :class:`NoWidth`); else ``{}``."""
     if ci[0] is not None:
         return {"ci_method": "wilson (agreement, margins fixed)"
                 if stat in LINEAR_IN_AGREEMENT else
                 "wilson" if stat in PROPORTIONS else "bootstrap"}
     if value is None or ci[1] is not None or n_boot <= 0:
         return {}
-    return {"ci_open": f"{n} pair(s): too few to resample for an interval" if n < 2 else
+    if n < 2:
+        return {"ci_open": f"{n} pair(s): too few to resample for an interval"}
+    return {"ci_open": NO_WIDTH if isinstance(ci, NoWidth) else
             "the statistic is undefined on too many resamples for an interval"}
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics._outcomes import OutcomeConfig, outcomes
-from evalkit.metrics._pair_statistics import bootstrap
+from evalkit.metrics._pair_statistics import NO_WIDTH, bootstrap
 from evalkit.metrics._signals import excluded_mask, index_slices, metric_row, reasons
 from evalkit.plugin import Metric
 
@@ -113,10 +113,16 @@ class CostPerSuccessMetric(Metric):
                              "none, a cost per success cannot be divided out" if total > 0
                              else "no successful outcome and no cost in this slice (0/0)")
             ci: tuple[Any, Any] = (None, None)
-            if value is not None and len(idx) >= 2 and cfg.n_boot > 0:
+            if value is not None and len(idx) < 2 and cfg.n_boot > 0:
+                details["ci_open"] = "one record: nothing to resample records from"
+            elif value is not None and cfg.n_boot > 0:
                 ci = bootstrap([cost[idx], wins[idx]], {"r": _ratio_rows}, cfg.n_boot,
                                cfg.seed, cfg.confidence, method="inverted_cdf")["r"]
-                details["ci_method"] = "bootstrap"
+                if ci[0] is not None and ci[0] == ci[1]:  # (equal costs, every one a success)
+                    ci = (None, None)
+                    details["ci_open"] = NO_WIDTH
+                else:
+                    details["ci_method"] = "bootstrap"
                 if ci[1] is not None and np.isinf(ci[1]):
                     ci = (ci[0], None)
                     details["ci_open"] = ("upper bound open: so many resamples hold no "

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics._intervals import clustered_proportion_ci
+from evalkit.metrics._pair_statistics import NO_WIDTH
 from evalkit.metrics._signals import (
     SliceConfig,
     index_slices,
@@ -117,6 +118,8 @@ class JudgeBiasMetric(Metric):
         ci = index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
         if ci[0] is None and ci[1] is None:
             return ci, {"ci_open": "the statistic is undefined on every resample"}
+        if ci[0] == ci[1]:
+            return (None, None), {"ci_open": NO_WIDTH}
         return ci, {"ci_method": "bootstrap (records)"}
 
     def _length_rows(self, table: Any, value: np.ndarray, length: np.ndarray,

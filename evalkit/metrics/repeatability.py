@@ -14,6 +14,7 @@ import numpy as np
 
 from evalkit.checks import check_flag_at
 from evalkit.metrics._intervals import clustered_proportion_ci
+from evalkit.metrics._pair_statistics import NO_WIDTH
 from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
 from evalkit.metrics._stats import index_bootstrap, slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
@@ -161,6 +162,8 @@ class RepeatabilityMetric(Metric):
                 else:
                     ci = index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
                     how = {"ci_method": "cluster bootstrap (records)"}
+                    if ci[0] is not None and ci[0] == ci[1]:
+                        ci, how = (None, None), {"ci_open": NO_WIDTH}
             out.append(metric_row(f"{name}.{stat}", label, value, ci, **counts,
                                   details={**how, "repeats": k, "what": what},
                                   undefined=undefined))

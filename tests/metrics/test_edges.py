@@ -267,3 +267,28 @@ def test_a_correlation_of_two_or_three_pairs_has_the_whole_range_as_scipy(stat):
         ref = st.pearsonr(a, b).confidence_interval()
         assert (row["ci_low"], row["ci_high"]) == (ref.low, ref.high) == (-1.0, 1.0)
         assert "3" in row["details"]["ci_method"]
+
+
+def test_a_bootstrap_interval_of_no_width_is_left_open_with_the_reason():
+    """A judge right on all 20 records had F1 = 1 [1, 1], and two records that both
+    succeeded at the same cost a cost per success of 0.02 [0.02, 0.02]: every resample gave
+    the same value, and an interval of no width covers nothing but that value (precision
+    and recall there keep Wilson's width). One record had a value, no interval, no
+    reason."""
+    truth = [1] * 8 + [0] * 12
+    rows = by_metric(JudgeValidationMetric("jv", JudgeValidationConfig(judge_a="A", n_boot=200),
+                                           None).compute(pairs(truth, human=truth)))
+    f1 = rows["jv.f1"]
+    assert f1["value"] == 1.0 and f1["ci_low"] is None and f1["ci_high"] is None
+    assert "same value" in f1["details"]["ci_open"] and "ci_method" not in f1["details"]
+    assert rows["jv.precision"]["ci_low"] < 1.0
+
+    def cost_row(records):
+        return by_metric(CostPerSuccessMetric("c", CostPerSuccessConfig(n_boot=200),
+                                              None).compute(connect(records)))["c"]
+
+    same = cost_row([{"record_id": r, "cost_usd": 0.02, "outcome": "success"} for r in "ab"])
+    assert same["value"] == 0.02 and same["ci_low"] is None
+    assert "same value" in same["details"]["ci_open"] and "ci_method" not in same["details"]
+    one = cost_row([{"record_id": "a", "cost_usd": 0.02, "outcome": "success"}])
+    assert one["value"] == 0.02 and "one record" in one["details"]["ci_open"]
