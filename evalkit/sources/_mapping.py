@@ -616,8 +616,9 @@ class RecordBuilder:
             if col == "record_id":
                 if self.typed is not None:
                     _as_orjson_reads([v for v in vals if type(v) is not str])
-                vals = ids = [None if v is None else v if type(v) is str else json_text(v)
-                              for v in vals]
+                # an empty or blank id is no id: missing, not one record named ""
+                vals = ids = [None if v is None else (v if v and not v.isspace() else None)
+                              if type(v) is str else json_text(v) for v in vals]
             elif col == "metadata" and self.extra_to_metadata:
                 vals = self._with_extras(vals, present, tops)
             arrays[col] = self._column(col, vals, bad)

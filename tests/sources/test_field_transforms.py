@@ -161,3 +161,18 @@ def test_a_timestamp_written_as_text(text, expected):
             read(text)
     else:
         assert read(text) == expected
+
+
+@pytest.mark.parametrize("same_shape", [True, False])
+def test_an_empty_id_is_a_missing_id(ctx, tmp_path, same_shape):
+    """An id "" named one record "" and made the next a "duplicate record id ''": it is no
+    id, and both rows say so."""
+    rows = [{"id": "a", "text": "x"}, {"id": "", "text": "y"}, {"id": " ", "text": "z"}]
+    if not same_shape:
+        rows[1]["extra"] = 1
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = read(JsonlSource("j", JsonlSourceConfig(path=str(path), record_id="id", workers=0,
+                                                  fields={"output": "text"}), ctx))
+    assert got.table.column("record_id").to_pylist() == ["a"]
+    assert [r.reason for r in got.rejects] == ["record id is missing (mapped from 'id')"] * 2
