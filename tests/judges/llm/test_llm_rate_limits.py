@@ -14,6 +14,7 @@ from fake_limits import ProviderLimits, go_duration
 from fake_llm_server import Reply
 from llm_helpers import judge, make, records
 
+from evalkit._adaptive import NOISE
 from evalkit._http import Quota, duration_seconds, rate_limit_quotas
 from evalkit.judges.llm.correctness import CorrectnessLlmJudge
 
@@ -137,7 +138,12 @@ def test_a_limit_lowered_mid_run_is_followed(ctx, slow_llm):
     limits = ProviderLimits(slow_llm, rps=400, burst_s=0.2).then(60, rps=150)
     rows, stats = _run(ctx, slow_llm, limits, 300)
     _all_ok(rows)
-    assert stats["rate_per_s"] <= 1.5 * 150
+    if stats["rate_per_s"] is None:
+        # unpaced: on a loaded machine (CI, load 6.5) the run may hardly outpace the lowered
+        # limit, and refusals as few as the provider shedding at random (NOISE) need no pace
+        assert limits.refused <= NOISE * len(rows), (stats, limits.refused)
+    else:
+        assert stats["rate_per_s"] <= 1.5 * 150, stats
     assert limits.refused <= 0.5 * len(rows)
 
 
