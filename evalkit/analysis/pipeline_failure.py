@@ -27,7 +27,8 @@ __all__ = ["PipelineFailureConfig", "failure_reasons", "is_http_error_body",
 # a pretty-printed envelope spans lines. A leading quote is a JSON string holding JSON.
 _ENVELOPE_HINT = r'(?s)^\s*"?\{.*(rawRequest|raw_request|request)\\?"\s*:'
 _NULL_COMPLETION_HINT = r'(?s)^\s*"?\{.*completion\\?"\s*:\s*null'
-_HTTP_ERROR_JSON = r'^\s*"?\{\s*\\?"(error|detail|errors)\\?"\s*:'
+_HTTP_ERROR_JSON = (r'(?s)^\s*"?\{.*(\\?"(error|detail|errors)\\?"\s*:|'
+                    r'\\?"(type|object)\\?"\s*:\s*\\?"error\\?")')
 _HTML_HINT = r"(?i)^\s*<(!doctype|html)"
 # what every hint above starts with
 _HINT_START = r'^\s*(?:"?\{|<)'
@@ -38,6 +39,17 @@ _COMPLETION_KEYS = ("completion", "content", "text", "output", "choices", "messa
 _BOOKKEEPING_KEYS = ("reasoning", "usage", "model", "id", "finish_reason", "metadata",
                      "created", "object", "latency", "cost")
 _REASON_LIMIT = 200
+# what an error body holds beside its error, across providers and servers: OpenAI's
+# {"error": {...}}, Anthropic's {"type": "error", "error": {...}}, vLLM's and Mistral's
+# {"object": "error", "message", "type", "param", "code"}, FastAPI's {"detail"}, Spring
+# Boot's {"timestamp", "status", "error", "path"}, RFC 9457's {"type", "title", "status",
+# "detail", "instance"}, an OpenAI batch line's {"id", "custom_id", "response": null}. An
+# object with another key ({"answer": ..., "error": ...}) is an application's own data,
+# unless an error key comes first, as no answer's does.
+_ERROR_BODY_KEYS = frozenset((
+    "error", "errors", "detail", "type", "object", "message", "code", "param", "status",
+    "status_code", "statusCode", "title", "instance", "path", "timestamp", "request_id",
+    "requestId", "error_type", "id", "custom_id", "response"))
 
 
 @dataclass(frozen=True)
@@ -95,13 +107,25 @@ def is_null_completion(text: str) -> bool:
 
 
 def is_http_error_body(text: str) -> bool:
-    """True for an error object (``{"error": {...}}``, ``{"detail": ...}``) with no completion
-    beside it, or an HTML error page."""
+    """True for an error object with no completion beside it (``{"error": {...}}``,
+    ``{"detail": ...}``, ``{"type": "error", ...}``, ``{"object": "error", "message": ...}``:
+    an error key first, or only the keys of an error body, see ``_ERROR_BODY_KEYS``), or an
+    HTML error page."""
     if _HTTP_ERROR_HTML.match(text):
         return True
     obj = _json_object(text)
-    return (obj is not None and any(obj.get(k) for k in ("error", "detail", "errors"))
-            and all(_empty(obj.get(k)) for k in _COMPLETION_KEYS))
+    if not obj:
+        return False
+    tagged = obj.get("type") == "error" or obj.get("object") == "error"
+    if not (tagged or any(obj.get(k) for k in ("error", "detail", "errors"))):
+        return False
+    if next(iter(obj)) not in ("error", "detail", "errors") and \
+            not set(obj) <= _ERROR_BODY_KEYS:
+        return False
+    # (a tagged body's "message" is its error's text, not an assistant message)
+    beside = [k for k in _COMPLETION_KEYS
+              if not (tagged and k == "message" and isinstance(obj.get(k), str))]
+    return all(_empty(obj.get(k)) for k in beside)
 
 
 def _confirm(output: pa.Array | pa.ChunkedArray, hint: pa.Array,

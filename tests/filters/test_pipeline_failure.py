@@ -43,6 +43,23 @@ def test_error_level_reason_carries_status_message(batch):
     ('{"error": {"message": "rate limited", "code": 429}}', "output is an HTTP error body"),
     ("<!DOCTYPE html><html><title>502 Bad Gateway</title></html>",
      "output is an HTTP error body"),
+    # the error bodies of other providers and servers, whatever the order of their keys:
+    # Anthropic's (the type tag first), vLLM's and Mistral's ({"object": "error"} beside
+    # a "message"), Spring Boot's, an RFC 9457 problem, an OpenAI batch line's
+    ('{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}',
+     "output is an HTTP error body"),
+    ('{"object": "error", "message": "max_tokens is too large", "type": '
+     '"BadRequestError", "param": null, "code": 400}', "output is an HTTP error body"),
+    ('{"object":"error","message":"Service tier capacity exceeded","type":'
+     '"service_tier_capacity_exceeded","param":null,"code":"3505"}',
+     "output is an HTTP error body"),
+    ('{"timestamp": "2026-11-28T04:00:00Z", "status": 500, "error": "Internal Server Error",'
+     ' "path": "/v1/chat"}', "output is an HTTP error body"),
+    ('{"type": "about:blank", "title": "Service Unavailable", "status": 503, "detail": '
+     '"upstream timed out"}', "output is an HTTP error body"),
+    (json.dumps({"id": "batch_req_1", "custom_id": "r1", "response": None,
+                 "error": {"code": "rate_limit_exceeded", "message": "Rate limit reached"}}),
+     "output is an HTTP error body"),
 ])
 def test_non_completions_are_marked(batch, output, reason):
     assert mark(batch, [{"level": "DEFAULT", "output": output}]) == [reason]
@@ -55,6 +72,11 @@ def test_non_completions_are_marked(batch, output, reason):
     '{"completion": "Sure, here it is", "rawRequest": {"model": "x"}}',  # answered
     '{"error": null, "content": "ok"}',
     '{"detail": "see below", "content": "the answer"}',
+    # an application's own JSON answer that reports an error in its data, or is typed
+    '{"answer": "no flights found", "error": "none on that date"}',
+    '{"type": "tool_use", "name": "search", "input": {"q": "error"}}',
+    '{"object": "chat.completion", "choices": [{"message": {"content": "ok"}}], '
+    '"error": null}',
     "Ünïcödé ✓ 日本語の回答です",
     "<html>not an error page, just markup in an answer</html>",
     '"just a JSON string"',
