@@ -76,7 +76,8 @@ class DisagreementsMetric(Metric):
                               confidence=cfg.confidence)
             details = {**meta["info"], "rule": rule, "n_disagree": int(share.sum()),
                        "what": "share of records both scored on which they disagree",
-                       "review_queue": [str(p) for p in self._paths()]}
+                       "review_queue": [str(p) for p in self._paths()],
+                       **({"ci_method": "wilson"} if ci[0] is not None else {})}
             rows.append(metric_row(self.name, label, value, ci, **meta["counts"],
                                    details=details, undefined=pairs.undefined))
         self._write_queue(pairs, queue if queue is not None else np.array([], dtype=int))

@@ -121,21 +121,23 @@ class DistributionMetric(Metric):
             rows.extend(self._rows(label, arr, counts, what))
         return rows
 
-    def _ci(self, arr: np.ndarray, suffix: str, stat: Any,
-            boot: dict[str, Any]) -> tuple[tuple[float | None, float | None], str | None]:
-        """``((low, high), why a bound is open)``: the mean's CI from :func:`mean_ci` (Wilson
-        for a judge's 0/1 values, else bootstrap, t or normal); the quantiles' the
-        distribution-free order-statistic interval (:func:`quantile_cis`, whose reason for an
-        open bound the row keeps, as latency's does); none for the standard deviation."""
+    def _ci(self, arr: np.ndarray, suffix: str, stat: Any, boot: dict[str, Any],
+            ) -> tuple[tuple[float | None, float | None], dict[str, str]]:
+        """The interval and what ``details`` says of it (``ci_method``; ``ci_open`` for a
+        bound left open): the mean's from :func:`mean_ci` (Wilson for a judge's 0/1 values,
+        else bootstrap, t or normal); the quantiles' the distribution-free order-statistic
+        interval (:func:`quantile_cis`, as latency's, with its reason for an open bound);
+        none for the standard deviation."""
         if stat is None or self.config.n_boot <= 0 or len(arr) < 2:
-            return (None, None), None
+            return (None, None), {}
         if suffix == "":
             # a record column of 0 and 1 (seconds, dollars) is an amount, not a share
-            return mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"],
-                           proportion=self.config.column is None).interval, None
+            found = mean_ci(arr, boot["n_boot"], boot["seed"], boot["confidence"],
+                            proportion=self.config.column is None)
+            return found.interval, {"ci_method": found[2]} if found[2] else {}
         lo, hi, why = quantile_cis(arr, [0.5 if suffix == ".p50" else 0.95],
                                    boot["confidence"])[0]
-        return (lo, hi), why
+        return (lo, hi), {"ci_method": "order statistics", **({"ci_open": why} if why else {})}
 
     def _rows(self, label: str, arr: np.ndarray, counts: dict[str, int],
               what: str) -> list[dict[str, Any]]:
@@ -169,12 +171,11 @@ class DistributionMetric(Metric):
         out = []
         for suffix, value, stat in (("", stats["mean"], np.mean), (".p50", stats["p50"], _p50),
                                     (".p95", stats["p95"], _p95), (".std", stats["std"], None)):
-            ci, why = self._ci(arr, suffix, stat, boot)
-            row_details = details if not suffix else {
-                "what": f"{suffix[1:]} of {what} over {scope}"}
-            if why:
-                row_details = {**row_details, "ci_open": why}
-            elif stat is not None and cfg.n_boot > 0 and ci[0] is None and ci[1] is None:
+            ci, how = self._ci(arr, suffix, stat, boot)
+            row_details = {**(details if not suffix else {
+                "what": f"{suffix[1:]} of {what} over {scope}"}), **how}
+            if stat is not None and cfg.n_boot > 0 and ci[0] is None and ci[1] is None \
+                    and "ci_open" not in how:
                 row_details = {**row_details, "ci_open": (
                     "one value: no interval" if len(arr) == 1 else
                     "too few values (or none that differ) for an interval")}

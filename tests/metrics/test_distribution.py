@@ -84,3 +84,29 @@ def test_a_quantile_bound_left_open_says_why_as_latencys_does(tmp_path, n):
         assert mine["details"].get("ci_open") == theirs["details"].get("ci_open"), q
         if None in (mine["ci_low"], mine["ci_high"]):
             assert mine["details"]["ci_open"], q
+
+
+def test_every_interval_names_its_method_as_docs_metrics_says(tmp_path):
+    """The distribution's rows had intervals and no details.ci_method (latency's say
+    "order statistics" and the mean's method)."""
+    from evalkit.metrics._stats import mean_ci
+
+    con = connect(tmp_path, RECS, JUDG)
+    rows = rows_by(DistributionMetric("d", DistributionConfig(judge="J"), None).compute(con))
+    assert rows[("d", "all")]["details"]["ci_method"] == mean_ci(np.array(VALUES[:90]))[2]
+    for q in ("p50", "p95"):
+        assert rows[(f"d.{q}", "all")]["details"]["ci_method"] == "order statistics"
+
+
+def test_the_disagreement_share_names_wilson(tmp_path):
+    import types
+
+    from evalkit.metrics.disagreements import DisagreementsConfig, DisagreementsMetric
+    from tests.metrics.run_tables import pairs
+
+    metric = DisagreementsMetric("dis", DisagreementsConfig(judge_a="A", judge_b="B"),
+                                 types.SimpleNamespace(run_dir=str(tmp_path)))
+    (row,) = [r for r in metric.compute(pairs([0.1, 0.9, 0.8, 0.2], [0.2, 0.1, 0.9, 0.3]))
+              if r["slice"] == "all"]
+    assert row["ci_low"] is not None and row["details"]["ci_method"] == "wilson"
+
