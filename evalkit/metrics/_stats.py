@@ -383,6 +383,18 @@ def _resampled(values: np.ndarray, stat: Callable[[np.ndarray], float], n_boot: 
 def quantile_cis(values: np.ndarray, qs: list[float], confidence: float
                  ) -> list[tuple[float | None, float | None, str | None]]:
     """:func:`quantile_interval` of each quantile in ``qs`` over one sort of ``values``:
-    ``(low, high, why a bound is open)``."""
+    ``(low, high, why a bound is open)``, each bound moved out to numpy's linear estimate
+    of the quantile (the metrics' value) where that estimate lies beyond it: at extreme
+    quantiles of few values the interpolation passes the order statistic that bounds the
+    quantile (the p99.9 of 29 values was 28.972 with the interval [29.0, open)); a wider
+    interval covers no less often."""
     ordered = np.sort(values)
-    return [quantile_interval(ordered, q, confidence) for q in qs]
+    e = exponent(ordered)  # the estimate near 1, as the distribution metric takes it
+    near = np.ldexp(ordered, -e)
+    out = []
+    for q in qs:
+        lo, hi, why = quantile_interval(ordered, q, confidence)
+        est = unscaled(float(np.quantile(near, q)), e)
+        out.append((None if lo is None else min(lo, est), None if hi is None else max(hi, est),
+                    why))
+    return out
