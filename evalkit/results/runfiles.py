@@ -8,6 +8,7 @@ line naming the file (:func:`skipped`), and the other runs are still read."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import sys
@@ -87,15 +88,69 @@ def _is_time(value: object) -> bool:
     return True
 
 
+def _whole(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _counts(v: object) -> bool:
+    return isinstance(v, dict) and all(_whole(n) for n in v.values())
+
+
+def _texts(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
 # the manifest fields a reader types (results.query.RUNS_COLUMNS), and what each must be
 _CHECKS = {
     "VARCHAR": (lambda v: isinstance(v, str), "text"),
-    "BIGINT": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
-    "DOUBLE": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    "BIGINT": (_whole, "a whole number"),
+    "DOUBLE": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and
+               math.isfinite(v), "a finite number"),
     "TIMESTAMPTZ": (_is_time, "an ISO 8601 time"),
-    "VARCHAR[]": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-                  "a list of text"),
+    "VARCHAR[]": (_texts, "a list of text"),
     "JSON": (lambda v: True, "JSON"),
+}
+def _config_problem(config: object) -> str | None:
+    """Where the run's config, as the report, compare and the gates read it, has another
+    shape than a config evalkit wrote: the key and what it must be; None when it has none."""
+    if not isinstance(config, dict):
+        return "is not an object (the run's config)"
+    for group in ("runner", "source", "filters", "judges", "metrics", "sinks", "sweep"):
+        node = config.get(group)
+        if node is not None and not isinstance(node, dict):
+            return f"'config.{group}' is not an object"
+        if group in ("filters", "judges", "metrics", "sinks") and node:
+            bad = next((k for k, v in node.items() if v is not None and
+                        not isinstance(v, dict)), None)
+            if bad is not None:
+                return f"'config.{group}.{bad}' is not an object"
+    for group, item in (("alerts", (dict,)), ("gates", (dict, str))):
+        node = config.get(group)
+        if node is not None and not (isinstance(node, list) and
+                                     all(isinstance(x, item) for x in node)):
+            return f"'config.{group}' is not a list of " + \
+                ("objects" if group == "alerts" else "objects or text")
+    runner = config.get("runner") or {}
+    budget, fail_on = runner.get("max_judge_error_rate"), runner.get("fail_on")
+    if budget is not None and (isinstance(budget, bool) or
+                               not isinstance(budget, (int, float))):
+        return "'config.runner.max_judge_error_rate' is not a number"
+    if fail_on is not None and not isinstance(fail_on, str):
+        return "'config.runner.fail_on' is not text"
+    return None
+
+
+# the other fields the report, compare and the gates read, and what each must be
+_READ_FIELDS = {
+    "excluded_by": (_counts, "an object of whole numbers (filter -> records)"),
+    "judgments": (lambda v: isinstance(v, dict) and all(_counts(c) for c in v.values()),
+                  "an object of objects of whole numbers (judge -> status -> judgments)"),
+    "judgment_errors": (lambda v: isinstance(v, dict) and all(_counts(c) for c in v.values()),
+                        "an object of objects of whole numbers (judge -> cause -> errors)"),
+    "judgments_cached": (_counts, "an object of whole numbers (judge -> judgments)"),
+    "offline_judges": (_texts, "a list of text"),
+    "warnings": (_texts, "a list of text"),
+    "judge_calls_unpriced": (_whole, "a whole number"),
 }
 
 
@@ -113,11 +168,15 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
         raise RunFileError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(manifest, dict):
         raise RunFileError(f"{path}: not a JSON object but {type(manifest).__name__}")
-    for key, kind in RUNS_COLUMNS.items():
+    checks = [(key, *_CHECKS[kind]) for key, kind in RUNS_COLUMNS.items()]
+    for key, check, what in checks + [(k, *c) for k, c in _READ_FIELDS.items()]:
         value = manifest.get(key)
-        check, what = _CHECKS[kind]
         if value is not None and not check(value):
             raise RunFileError(f"{path}: '{key}' is {json.dumps(value)[:60]}, not {what}")
+    problem = _config_problem(manifest.get("config") or {})
+    if problem:
+        raise RunFileError(f"{path}: {problem}" if problem.startswith("'") else
+                           f"{path}: 'config' {problem}")
     return manifest
 
 
