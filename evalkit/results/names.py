@@ -13,9 +13,12 @@ from pathlib import Path
 
 from evalkit.errors import ConfigError
 
-__all__ = ["MAX_NAME", "check_name", "run_dir_of", "run_key_of"]
+__all__ = ["MAX_NAME", "MAX_NAME_BYTES", "check_name", "run_dir_of", "run_key_of"]
 
 MAX_NAME = 128
+# bytes as UTF-8: a file name holds 255, and a run's directory is also named inside longer
+# ones (.merge-<run_id>-<pid>, sweep-<run_id>); 128 letters of another script can be 512
+MAX_NAME_BYTES = 200
 # a letter, digit or _ first (a leading '.' hides a run from every listing, a leading '-'
 # reads as an option), then letters, digits, '_', '-' and '.'; any script's letters
 _NAME = re.compile(r"[^\W][\w.\-]*")
@@ -34,6 +37,11 @@ def check_name(value: object, key: str, what: str = "run id",
         raise ConfigError(f"{key}: the {what} is empty; {fix}")
     if len(value) > MAX_NAME:
         raise ConfigError(f"{key}: the {what} is {len(value)} characters long; {fix}")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise ConfigError(f"{key}: the {what} is {size} bytes long as UTF-8, over the "
+                          f"{MAX_NAME_BYTES} a file name holds beside evalkit's prefixes "
+                          f"(letters outside ASCII take 2 to 4 bytes); {fix}")
     if not _NAME.fullmatch(value):
         shown = value.encode("unicode_escape").decode("ascii")
         if "/" in value or "\\" in value or value in (".", ".."):

@@ -14,7 +14,11 @@ from evalkit.errors import ConfigError, EvalkitError
 from evalkit.results.names import check_name
 
 BAD = ["../../x", "../x", "/tmp/evalkit-abs", "a/b/c", ".", "..", ".hidden", "", "a\x00b",
-       "x" * 129, "a\\b", "a b", "*", "[ab]", "-rf", "a\nb", "\x1b[2J"]
+       "x" * 129, "a\\b", "a b", "*", "[ab]", "-rf", "a\nb", "\x1b[2J",
+       # 100 characters but 300 bytes: over a file name's 255 (Linux, macOS), the run
+       # failed on its first write with "File name too long; free space or fix its
+       # permissions"
+       "\u30a2" * 100]
 GOOD = ["nightly", "2026-11-27T10.00", "a_b-c.d", "Ünïcode", "1"]
 
 
@@ -58,6 +62,7 @@ CASES = [
     ("+experiment=named_..", "experiment"),
     ("+experiment=named_/tmp/evalkit-abs-exp", "experiment"),
     ("+experiment=named_", "experiment"),
+    ("runner.run_id='" + "\u30a2" * 100 + "'", "runner.run_id"),
 ]
 
 
