@@ -38,9 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evalkit.results.query import connect
-    from evalkit.results.sandbox import Limits
+    from evalkit.results.sandbox import Limits, cap_process_memory
 
     limits = Limits.resolve(args.memory_limit, args.timeout)
+    cap_process_memory(limits)  # (this process only queries: one value cannot pass the limit)
     fmt = chosen_format(args.format, args.out)
     if fmt == "parquet" and not args.out:
         raise QueryError("query: --format parquet needs --out FILE.parquet")

@@ -109,6 +109,35 @@ class Limits:
         return cls(str(memory).strip(), seconds)
 
 
+_UNITS = {"b": 1, "kb": 1000, "kib": 1 << 10, "mb": 1000 ** 2, "mib": 1 << 20,
+          "gb": 1000 ** 3, "gib": 1 << 30, "tb": 1000 ** 4, "tib": 1 << 40}
+
+
+def memory_bytes(memory: str) -> int:
+    """An amount in DuckDB's syntax (``2GB``, ``512 MiB``) in bytes."""
+    number, unit = re.fullmatch(r"\s*([\d.]+)\s*([a-zA-Z]+)\s*", memory).groups()
+    return int(float(number) * _UNITS[unit.lower()])
+
+
+def cap_process_memory(limits: Limits) -> None:
+    """Cap this process's data segment (``RLIMIT_DATA``: heap and private mappings) at twice
+    the memory limit plus 1 GiB, for a process that only runs queries (``evalkit query``).
+    DuckDB's ``memory_limit`` bounds its buffer manager, not what one function allocates for
+    one value (``repeat('x', 3e9)``, ``range(4e8)`` as a list: 6 and 20 GB at a 256 MB limit,
+    and an interrupt waits until the function returns); past the cap that allocation fails
+    at once, as DuckDB's out-of-memory error. Never raises a cap already lower."""
+    try:
+        import resource
+    except ImportError:  # (not every platform has it)
+        return
+    cap = 2 * memory_bytes(limits.memory_limit) + (1 << 30)
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft == resource.RLIM_INFINITY or soft > cap:
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+
+
 def _default_memory() -> int:
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

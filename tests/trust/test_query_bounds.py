@@ -135,3 +135,25 @@ def test_a_large_result_is_streamed_not_held(runs: Path, rows: int, args: list[s
         assert proc.stdout.rstrip().endswith(
             f"{rows} rows ({rows - 50} not shown; --max-rows N, or --format csv|json)")
     assert peak < budget, f"{peak >> 20} MB"
+
+
+# DuckDB's memory_limit bounds its buffer manager, not what one function allocates for one
+# value: with --memory-limit 256MB, repeat('x', 1.5e9) took 3 GB and len(range(4e8)) 20 GB
+# (63 s; an interrupt waits until the function returns). evalkit query's process is its own,
+# so its data segment is capped near the limit: such an allocation fails at once in DuckDB.
+@pytest.mark.e2e
+@pytest.mark.parametrize("sql", ["SELECT length(repeat('x', 1500000000))",
+                                 "SELECT len(range(150000000))"])
+def test_one_huge_value_stops_at_the_memory_limit(runs: Path, sql: str) -> None:
+    import sys
+
+    from tests.reliability.procmem import run_measured
+
+    evalkit_bin = str(Path(sys.executable).with_name("evalkit"))
+    proc, peak = run_measured([evalkit_bin, "query", sql, "--runs-dir", str(runs),
+                               "--memory-limit", "256MB"], cwd=runs.parent, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("evalkit: error: query: the query needs more than its "
+                                  "memory limit (256MB)"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert peak < 1 << 30, f"{peak >> 20} MB"
