@@ -175,13 +175,17 @@ class _SqliteReader:
     def __init__(self, path: Path, what: str) -> None:
         import sqlite3
 
-        from evalkit.results.sandbox import Limits
+        from evalkit.results.sandbox import Limits, memory_bytes
 
         self.what = what
         self.limits = Limits.resolve(what=what)
         self.con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                                    check_same_thread=False)
         self.con.set_authorizer(_authorize)
+        # SQLite has no memory limit of its own: cap each value (a string, a blob) at a
+        # quarter of the query memory limit, so one query cannot take gigabytes
+        self.con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH,
+                          max(1 << 20, memory_bytes(self.limits.memory_limit) // 4))
         self.refused: str | None = None
 
     def execute(self, sql: str, params: dict[str, Any]) -> tuple | None:
@@ -196,6 +200,10 @@ class _SqliteReader:
             if "not authorized" in str(exc) or "prohibited" in str(exc):
                 raise ConfigError(f"{self.what}: refused: only one read-only SELECT is "
                                   f"allowed here (SQLite: {str(exc).splitlines()[0]})") from None
+            if "too big" in str(exc):  # (SQLITE_TOOBIG: a value over the cap above)
+                raise QueryError(f"{self.what}: the query needs more than its memory limit "
+                                 f"({self.limits.memory_limit}); make it cheaper, or raise "
+                                 "the limit (EVALKIT_QUERY_MEMORY_LIMIT=4GB)") from None
             if "interrupted" in str(exc):
                 raise QueryError(f"{self.what}: stopped after {self.limits.timeout_s:g} s, "
                                  "the query time limit (EVALKIT_QUERY_TIMEOUT)") from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import duckdb
@@ -198,3 +199,26 @@ def test_a_metadata_key_with_quotes_is_still_sliced(cwd: Path) -> None:
     con.execute("CREATE TABLE records AS SELECT '{\"it''s\": \"x\"}' AS metadata")
     sql = slice_sql("metadata.it's")
     assert con.execute(f"SELECT {sql} FROM records").fetchall() == [("x",)]
+
+
+# SQLite has no memory limit of its own: one value could be 1 GB (its compiled maximum), and
+# a state_check query took 2 GB whatever EVALKIT_QUERY_MEMORY_LIMIT said. Its values are now
+# capped at a quarter of the limit, and a larger one is the limit's one line.
+@pytest.mark.parametrize("query", ["SELECT length(hex(zeroblob(400000000))) > 0",
+                                   "SELECT length(replace(hex(zeroblob(60000000)), '0', "
+                                   "'xx')) > 0"])
+def test_a_sqlite_value_stays_within_the_memory_limit(tmp_path: Path, query: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALKIT_QUERY_MEMORY_LIMIT", "256MB")
+    path = tmp_path / "state.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE bookings (ref TEXT)")
+    con.commit()
+    con.close()
+    judge = StateCheckJudge("booked", StateCheckConfig(database=str(path), query=query), None)
+    t0 = time.monotonic()
+    (row,) = judge.judge(pa.table({"record_id": ["r1"]}))  # (the record's error, as a timeout)
+    judge.close()
+    assert row["status"] == "error" and row["error"].startswith(
+        "judges.booked.query: the query needs more than its memory limit (256MB)"), row
+    assert time.monotonic() - t0 < 1.5  # (it took 2 s and 2 GB to answer)
