@@ -421,6 +421,9 @@ class AdaptiveLimit:
         refused one doubling the wait up to PROBE_CAP_S."""
         self._probing = True
         if now - self._congested_at > PLATEAU_S:  # (from a run of refusals: an episode)
+            self._episode = (self.rate if self.rate is not None else
+                             self.accepted_rate(now) or math.inf,
+                             self._recent_refused / max(len(self._recent), 1))
             self._episode_at, self._episode_oks = now, self._oks
         self._probe_gap = min(max(rtt, 0.05), PROBE_CAP_S)
         self._probe_next = now + self._probe_gap
@@ -443,11 +446,14 @@ class AdaptiveLimit:
         self._probe_out = None
         span = max(now - self._episode_at, 0.05)
         rate = max((self._oks - self._episode_oks) / span, MIN_RATE)
-        if before is None:  # nothing answered before: unpaced, as at the start of a run
+        if before is None and not self._episode_oks:
+            # nothing answered before: unpaced, as at the start of a run
             self.rate = None
             self._congested_at = -math.inf
             return
         rate = max(rate, 1 / max(self._latency or 0.0, 0.05))  # (a call a round trip, at least)
+        if before is None:  # answered, never paced (a window held it): from what it took
+            before = rate
         # down, not slower: back to the pace before the refusals began (unknown when nothing
         # was answered before them, as after an outage from the start: doubling until
         # refused), from an eighth of the pace it went half-open at, not a crowd at once

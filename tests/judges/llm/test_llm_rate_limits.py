@@ -134,6 +134,36 @@ def test_a_refusal_above_the_most_ever_accepted_in_flight_closes_the_window():
     assert limit.stats()["in_flight"] == 5
 
 
+def test_reopened_after_refusals_it_is_paced_when_calls_were_answered_before():
+    """A window closed on refusals (taken for a limit on calls in flight) makes no cut to
+    the pace; refused on and on, the endpoint went half-open, and the probe's answer
+    reopened it unpaced, as if nothing had ever been answered: the crowd went again at any
+    pace (CI, load 6.5: 258 refusals for 300 calls under a lowered limit, the pace None at
+    the end). Calls were answered before the refusals: it reopens at what it took since."""
+    from evalkit._adaptive import AdaptiveLimit
+
+    async def main() -> AdaptiveLimit:
+        limit = AdaptiveLimit(16)
+        for _ in range(12):  # answered with up to 5 in flight
+            tickets = [await limit.acquire() for _ in range(5)]
+            for ticket in tickets:
+                limit.ok(ticket)
+        tickets = [await limit.acquire() for _ in range(8)]
+        for ticket in tickets[5:]:  # refused above 5 in flight: the window closes
+            limit.refused(ticket, False, None)
+        for ticket in tickets[:5]:
+            limit.ok(ticket)
+        assert limit.window == 5 and limit.rate is None
+        while not limit._probing:  # refused on and on: half-open
+            limit.refused(await limit.acquire(), False, None)
+        limit.ok(await limit.acquire())  # the probe answered
+        return limit
+
+    limit = asyncio.run(main())
+    assert not limit._probing
+    assert limit.rate is not None and limit.rate > 0
+
+
 def test_a_limit_lowered_mid_run_is_followed(ctx, slow_llm):
     limits = ProviderLimits(slow_llm, rps=400, burst_s=0.2).then(60, rps=150)
     rows, stats = _run(ctx, slow_llm, limits, 300)
