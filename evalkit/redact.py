@@ -11,8 +11,10 @@ What counts as a secret (the class, not a list of known keys):
   ``EVALKIT_PUBLIC_ENV``;
 - in any text: the user-info of a URL (``https://user:key@host``), the values of secret-ish
   query parameters (``?key=``, ``&api_key=``, ``token``, ``sig``, ...), the credentials of an
-  ``Authorization``/``x-api-key`` header or a ``Bearer`` token echoed back by a server, and
-  ``sk-`` shaped keys.
+  ``Authorization``/``x-api-key``/``X-Auth-Token``/``Private-Token`` header or a ``Bearer``
+  token echoed back by a server, and keys known by their shape (``sk-``, GitHub ``ghp_``
+  and ``github_pat_``, Hugging Face ``hf_``, AWS ``AKIA``, Slack ``xox?-``, Google
+  ``AIza``, GitLab ``glpat-``).
 
 :func:`mask` is applied to a judge's answers and errors before they are parsed, cached or
 stored, to the manifest, to error lines on the console; :func:`mask_tree` to the config kept
@@ -36,23 +38,32 @@ REDACTED = "***redacted***"
 MASK = "***"
 # a name whose value is a secret; ``*_env`` keys name a variable and are not secrets themselves
 SECRET_NAME = re.compile(
-    r"(?i)(api[_-]?key|secret|passw(or)?d|auth(orization)?$|credential|bearer|(^|_)token$"
+    r"(?i)(api[_-]?key|secret|passw(or)?d|auth(orization)?$|credential|bearer|(^|[_-])token$"
     r"|access[_-]?key|private[_-]?key)")
 OVERRIDE_ENV = "EVALKIT_SECRET_OVERRIDE_"  # secret command-line values handed to the jobs
 _MIN_ENV_SECRET = 8  # shorter values of secret-named variables are not masked by value
 _MIN_SECRET = 6  # nor shorter registered values (they would mask ordinary words)
 
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#@'\"<>]+)@")
+# (to the authority's last @: a password may hold an unescaped one)
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#'\"<>]+)@")
 # a query parameter whose name ends in one of these words (api_key, apiKey, access_token,
 # X-Amz-Signature, sig; not author or keyword)
 _SECRET_PARAM = (r"(?:[\w.\-]*[_.\-])?(?:api_?key|key|token|secret|passw(?:or)?d|pwd"
                  r"|sig(?:nature)?|auth|credentials?)")
 _SECRET_QUERY = re.compile(rf"(?i)([?&;]{_SECRET_PARAM}=)([^&#\s'\"<>]+)")
 _AUTH_HEADER = re.compile(
-    r"(?i)\b((?:proxy-)?authorization|x-api-key|api[-_]key|x-goog-api-key)(['\"]?\s*[:=]\s*"
+    r"(?i)\b((?:proxy-)?authorization|x-api-key|api[-_]key|x-goog-api-key|x-auth-token"
+    r"|private-token|x-access-token)(['\"]?\s*[:=]\s*"
     r"['\"]?)((?:bearer|basic|token)\s+)?([^\s'\",;}&]+)")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)(?!\*\*\*)[A-Za-z0-9._~+/\-]{8,}=*")
-_KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
+# keys known by their shape whoever holds them (the shapes secret scanners look for):
+# OpenAI and Anthropic, GitHub, Hugging Face, AWS access key ids, Slack, Google, GitLab
+_KEY_SHAPED = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+    r"|hf_[A-Za-z0-9]{30,}|(?:AKIA|ASIA)[0-9A-Z]{16}\b|xox[abposr]-[A-Za-z0-9\-]{10,}"
+    r"|AIza[0-9A-Za-z_\-]{35}|glpat-[A-Za-z0-9_\-]{20,})")
+_KEY_PREFIXES = ("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "hf_", "AKIA",
+                 "ASIA", "xox", "AIza", "glpat-")
 
 _registered: set[str] = set()
 
@@ -169,11 +180,11 @@ def mask(text: str, secrets: list[str] | None = None) -> str:
     if "=" in text:
         text = _SECRET_QUERY.sub(rf"\1{MASK}", text)
     lower = text.lower()
-    if "auth" in lower or "api-key" in lower or "api_key" in lower:
+    if "auth" in lower or "api-key" in lower or "api_key" in lower or "token" in lower:
         text = _AUTH_HEADER.sub(_header, text)
     if "bearer" in lower or "basic" in lower:
         text = _BEARER.sub(rf"\1\2{MASK}", text)
-    if "sk-" in text:
+    if any(p in text for p in _KEY_PREFIXES):
         text = _KEY_SHAPED.sub(MASK, text)
     return text
 

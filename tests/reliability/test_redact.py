@@ -34,6 +34,20 @@ ROW = {"input": "q", "output": "Paris.", "context": ["Paris is the capital of Fr
     ("authorization: Basic YWxpY2U6c2VjcmV0cGFzcw==", "YWxpY2U6c2VjcmV0cGFzcw=="),
     ("x-api-key: plainkey-777777", "plainkey-777777"),
     ("your key sk-proj-abcdefghijklmnop1234 is invalid", "sk-proj-abcdefghijklmnop1234"),
+    # a password holding an unescaped @ (the userinfo ends at the last @ of the authority)
+    ("HTTP 401 from https://user:p@ss-w0rd@host.example/v1", "ss-w0rd"),
+    ("X-Auth-Token: tok-abcdef123456", "tok-abcdef123456"),
+    ('{"Private-Token": "pt-abcdefghij0123"}', "pt-abcdefghij0123"),
+    # keys known by their shape, whoever holds them (GitHub, Hugging Face, AWS, Slack,
+    # Google, GitLab): the shapes secret scanners look for
+    ("clone failed with ghp_" + "A1b2" * 9, "ghp_" + "A1b2" * 9),
+    ("github_pat_11ABCDEFG0" + "x" * 40, "github_pat_11ABCDEFG0" + "x" * 40),
+    ("HF_HUB said hf_" + "aBcD" * 9 + " is invalid", "hf_" + "aBcD" * 9),
+    ("AKIAABCDEFGHIJKLMNOP denied", "AKIAABCDEFGHIJKLMNOP"),
+    ("xoxb-123456789012-abcdefghijklmnop", "xoxb-123456789012-abcdefghijklmnop"),
+    ("key=AIza" + "Sy0123456789abcdefghijklmnopqrstuvw" + " rejected",
+     "AIza" + "Sy0123456789abcdefghijklmnopqrstuvw"),
+    ("glpat-abcdefghij0123456789 expired", "glpat-abcdefghij0123456789"),
 ])
 def test_the_secret_class_is_masked_in_any_text(text, secret):
     masked = mask(text)
@@ -68,6 +82,8 @@ def test_trees_and_overrides(monkeypatch):
     assert out["api_key"] == REDACTED and out["api_key_env"] == "OPENAI_API_KEY"
     assert "pw-123456" not in out["api_base"] and KEY not in out["note"]
     assert is_secret_name("LANGFUSE_SECRET_KEY") and not is_secret_name("max_tokens")
+    assert is_secret_name("X-Auth-Token") and is_secret_name("Private-Token")
+    assert not is_secret_name("max-tokens") and not is_secret_name("tokenizer")
     assert mask_override("+judges.j.api_key=abc123") == f"+judges.j.api_key={REDACTED}"
 
 
