@@ -103,3 +103,22 @@ def test_structured_output_by_default_and_a_clean_fallback(ctx_dir, server):
     assert rows[1]["value"] == 1.0
     assert server.requests[-1]["body"]["response_format"] == {"type": "json_object"}
     assert j.engine.unsupported == {"json_schema"}
+
+
+@pytest.mark.parametrize("text", ["1_0", "0_5", "٣", "９", "0x1", "nan", "Infinity", "1e400",
+                                  "", " "])
+def test_a_score_written_as_text_is_an_ascii_decimal_number(text):
+    # Python's float() takes "1_0" (10), other scripts' digits and "nan": a score the judge
+    # never wrote as a number must not become one
+    from evalkit.judges.llm._parse import number
+
+    with pytest.raises(ParseError):
+        number({"score": text}, "score", 0, 10)
+
+
+@pytest.mark.parametrize("text, value", [("7", 7.0), (" 0.5 ", 0.5), ("+3", 3.0), ("1e0", 1.0),
+                                         (".5", 0.5), ("10.", 10.0)])
+def test_a_score_written_as_decimal_text_is_read(text, value):
+    from evalkit.judges.llm._parse import number
+
+    assert number({"score": text}, "score", 0, 10) == value

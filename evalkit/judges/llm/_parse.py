@@ -18,6 +18,7 @@ a re-ask and, in the end, an error judgment with that cause."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -128,14 +129,18 @@ def choice(obj: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def number(obj: dict[str, Any], key: str, low: float, high: float) -> float:
     """``obj[key]`` as a float within [low, high] (numeric strings accepted)."""
     value = obj.get(key)
     if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise ParseError(f"'{key}' is {value!r}, expected a number") from None
+        # a decimal number in ASCII digits only: float() also takes "1_0" (10), other
+        # scripts' digits and "nan", which no judge wrote as a score
+        if not _DECIMAL.fullmatch(value.strip()):
+            raise ParseError(f"'{key}' is {value!r}, expected a number")
+        value = float(value.strip())
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ParseError(f"'{key}' is {value!r}, expected a number in [{low:g}, {high:g}]")
     if not low <= value <= high:
