@@ -171,8 +171,10 @@ class Judge(_Plugin):
     thread-bound resource, such as a sqlite connection)."""
 
     applies_to_excluded: ClassVar[bool] = False
-    """The judge sees the records a filter set aside too; otherwise the runner writes a
-    ``status='skipped'`` judgment for each of them."""
+    """The judge sees the records a filter (or the generate stage) set aside too; otherwise
+    the runner writes a ``status='skipped'`` judgment for each of them. A record the source
+    set aside (an OTLP agent or tool span, a transcript's compaction turn: no output of the
+    system) is skipped by every judge."""
 
     judge_model: str | None = None
     """The model behind the verdicts (an LLM judge's), for the judgments' ``judge_model``."""

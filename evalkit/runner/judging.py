@@ -179,8 +179,13 @@ class JudgeRunner:
     they return."""
 
     def __init__(self, judges: list[tuple[PluginInstance, Judge]], run_id: str,
-                 dry_run: bool, repeats: dict[str, int] | None = None) -> None:
+                 dry_run: bool, repeats: dict[str, int] | None = None,
+                 judged_when_excluded: frozenset[str] | None = None) -> None:
         self.judges = judges
+        # the excluded_by values whose records an ``applies_to_excluded`` judge still judges:
+        # the filters' (and the generate stage's); a record the source set aside (an agent
+        # span: no output of the system) is judged by no judge. None: every excluded record
+        self.judged_when_excluded = judged_when_excluded
         self.run_id = run_id
         self.dry_run = dry_run
         self.repeats = repeats or {}
@@ -194,8 +199,11 @@ class JudgeRunner:
                 "origin": "computed", "judge_model": plugin.judge_model,
                 "attempts": 1, "repeat": repeat, "produced_by": self.produced_by.get(inst.name)}
 
-    def _inputs(self, plugin: Judge, records: pa.Table, included: pa.Table) -> pa.Table:
-        return records if plugin.applies_to_excluded else included
+    def _inputs(self, plugin: Judge, records: pa.Table, included: pa.Table,
+                set_aside: pa.Array | None) -> pa.Table:
+        if not plugin.applies_to_excluded:
+            return included
+        return records if set_aside is None else records.filter(pc.invert(set_aside))
 
     def run(self, records: pa.Table) -> list[pa.Table]:
         marked = records.column("excluded_by")
@@ -207,13 +215,23 @@ class JudgeRunner:
         # the skipped judgments need these columns only (filtering copies every column)
         excluded = records.select(["record_id", "excluded_by", "exclude_reason"]).filter(
             pc.is_valid(marked))
+        # the records the source set aside (not a filter): no judge judges them
+        set_aside = None
+        if self.judged_when_excluded is not None and excluded.num_rows:
+            set_aside = pc.and_(pc.is_valid(marked), pc.invert(pc.is_in(
+                marked, pa.array(sorted(self.judged_when_excluded), pa.string()))))
+            if not pc.any(set_aside).as_py():
+                set_aside = None
         skipped: dict[str, pa.Table] = {}
         judged: dict[tuple[str, int], pa.Table] = {}
         pending: list[tuple[PluginInstance, Judge, pa.Table, int]] = []
         for inst, first in self.judges:
-            data = self._inputs(first, readable, included)
+            data = self._inputs(first, readable, included, set_aside)
             if not first.applies_to_excluded and excluded.num_rows:
                 skipped[inst.name] = self._skipped(inst, first, excluded)
+            elif set_aside is not None:
+                skipped[inst.name] = self._skipped(inst, first, records.select(
+                    ["record_id", "excluded_by", "exclude_reason"]).filter(set_aside))
             for repeat in range(self.repeats.get(inst.name, 1)):
                 plugin = _for_repeat(first, repeat)
                 if self.dry_run:
@@ -236,9 +254,14 @@ class JudgeRunner:
             judged.update(zip([(inst.name, r) for inst, _, _, r in pending],
                               asyncio.run(self._run_async(pending)), strict=True))
         order = _RecordOrder(marked, included.column("record_id"))
+        # (an applies_to_excluded judge's skipped records: the source's set-asides alone)
+        aside = None if set_aside is None else _RecordOrder(
+            pc.if_else(set_aside, marked, pa.scalar(None, pa.string())),
+            records.column("record_id").filter(pc.invert(set_aside)))
         # repeat 0 in judgments/part-*; the other repeats (judged records only) after them
-        return [part for inst, _ in self.judges
-                for part in order.parts(skipped.get(inst.name), judged.get((inst.name, 0)))] + \
+        return [part for inst, plugin in self.judges
+                for part in (aside if plugin.applies_to_excluded and aside else order).parts(
+                    skipped.get(inst.name), judged.get((inst.name, 0)))] + \
             [judged[(inst.name, r)] for inst, _ in self.judges
              for r in range(1, self.repeats.get(inst.name, 1)) if (inst.name, r) in judged]
 

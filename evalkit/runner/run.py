@@ -223,8 +223,12 @@ def _run(rc: RunConfig, ctx: RunContext, plugins: _Plugins, run: Claim, started:
     from evalkit.runner.summary import print_job_line, print_summary
 
     run_id, run_dir, source = ctx.run_id, ctx.run_dir, plugins.source
+    from evalkit.runner.generate import STAGE
+
+    # (a record the source set aside, with another excluded_by, is judged by no judge)
+    judged_when_excluded = frozenset({inst.name for inst, _ in plugins.filters} | {STAGE})
     judge_runner = JudgeRunner(plugins.judges, run_id, rc.runner.dry_run,
-                               repeats_of(rc, plugins.judges))
+                               repeats_of(rc, plugins.judges), judged_when_excluded)
     writer = RunWriter(run_dir, run.progress)
     if staged is not None:  # each batch's parts go up once it is judged: a resume keeps them
         writer.on_batch_done = lambda: staged.upload_progress(run_dir)
