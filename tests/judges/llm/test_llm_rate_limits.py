@@ -113,23 +113,26 @@ def test_a_retry_after_of_a_429_at_random_holds_the_call_not_the_endpoint(ctx, f
     assert stats["paused_s"] <= 1.0 and time.perf_counter() - t0 < 6.0
 
 
-def test_a_refusal_above_the_most_ever_accepted_in_flight_closes_the_window():
+async def _refused_above_five_in_flight():
+    """A limit that had calls answered with up to 5 in flight, then the sixth to eighth in
+    flight refused."""
     from evalkit._adaptive import AdaptiveLimit
 
-    async def main() -> AdaptiveLimit:
-        limit = AdaptiveLimit(16)
-        for _ in range(12):  # answered with up to 5 in flight
-            tickets = [await limit.acquire() for _ in range(5)]
-            for ticket in tickets:
-                limit.ok(ticket)
-        tickets = [await limit.acquire() for _ in range(8)]
-        for ticket in tickets[5:]:  # the sixth to eighth in flight: refused
-            limit.refused(ticket, False, None)
-        for ticket in tickets[:5]:
+    limit = AdaptiveLimit(16)
+    for _ in range(12):  # answered with up to 5 in flight
+        tickets = [await limit.acquire() for _ in range(5)]
+        for ticket in tickets:
             limit.ok(ticket)
-        return limit
+    tickets = [await limit.acquire() for _ in range(8)]
+    for ticket in tickets[5:]:  # the sixth to eighth in flight: refused
+        limit.refused(ticket, False, None)
+    for ticket in tickets[:5]:
+        limit.ok(ticket)
+    return limit
 
-    limit = asyncio.run(main())
+
+def test_a_refusal_above_the_most_ever_accepted_in_flight_closes_the_window():
+    limit = asyncio.run(_refused_above_five_in_flight())
     assert limit.window == 5 and limit.rate is None  # the most accepted, the rate untouched
     assert limit.stats()["in_flight"] == 5
 
@@ -140,19 +143,8 @@ def test_reopened_after_refusals_it_is_paced_when_calls_were_answered_before():
     reopened it unpaced, as if nothing had ever been answered: the crowd went again at any
     pace (CI, load 6.5: 258 refusals for 300 calls under a lowered limit, the pace None at
     the end). Calls were answered before the refusals: it reopens at what it took since."""
-    from evalkit._adaptive import AdaptiveLimit
-
-    async def main() -> AdaptiveLimit:
-        limit = AdaptiveLimit(16)
-        for _ in range(12):  # answered with up to 5 in flight
-            tickets = [await limit.acquire() for _ in range(5)]
-            for ticket in tickets:
-                limit.ok(ticket)
-        tickets = [await limit.acquire() for _ in range(8)]
-        for ticket in tickets[5:]:  # refused above 5 in flight: the window closes
-            limit.refused(ticket, False, None)
-        for ticket in tickets[:5]:
-            limit.ok(ticket)
+    async def main():
+        limit = await _refused_above_five_in_flight()  # the window closes at 5
         assert limit.window == 5 and limit.rate is None
         while not limit._probing:  # refused on and on: half-open
             limit.refused(await limit.acquire(), False, None)
