@@ -91,6 +91,18 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
     return proc
 
 
+def quickstart_run(root: Path, run_id: str) -> Path:
+    """A finished quickstart run made with ``root`` as the working directory (the Python
+    API, in this process): its run directory ``root/runs/quickstart/RUN_ID``."""
+    import contextlib
+
+    import evalkit
+
+    with contextlib.chdir(root):
+        evalkit.run("quickstart", [f"runner.run_id={run_id}"])
+    return root / "runs" / "quickstart" / run_id
+
+
 def run_dirs(root: Path, experiment: str) -> list[Path]:
     """The run directories of ``experiment`` under ``root/runs``, oldest first: by the time
     each started (run ids made in the same second sort by their random part, not by time)."""

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import evalkit
 from evalkit.results.runfiles import RunFileError, load_manifest
+from tests.conftest import quickstart_run
 
 FIELDS = ["config", "excluded_by", "judgments", "judgment_errors", "judgments_cached",
           "offline_judges", "warnings", "judge_calls_unpriced"]
@@ -26,16 +26,7 @@ GOOD = {"config": {}, "excluded_by": {"level": 3}, "judgments": {"j": {"ok": 1}}
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import os
-
-    root = tmp_path_factory.mktemp("manifest")
-    here = os.getcwd()
-    os.chdir(root)
-    try:
-        evalkit.run("quickstart", ["runner.run_id=base"])
-    finally:
-        os.chdir(here)
-    return root / "runs" / "quickstart" / "base"
+    return quickstart_run(tmp_path_factory.mktemp("manifest"), "base")
 
 
 def _with(run: Path, key: str, value: object) -> Path:

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import evalkit
 from evalkit.errors import EvalkitError
+from tests.conftest import quickstart_run
 
 SECRET = "OUTSIDE-THE-RUN-4f1c"
 
@@ -24,16 +24,8 @@ SECRET = "OUTSIDE-THE-RUN-4f1c"
 def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A finished quickstart run, and a directory outside it holding Parquet files shaped
     like the run's tables with SECRET in every text cell."""
-    import os
-
     root = tmp_path_factory.mktemp("links")
-    here = os.getcwd()
-    os.chdir(root)
-    try:
-        evalkit.run("quickstart", ["runner.run_id=base"])
-    finally:
-        os.chdir(here)
-    run = root / "runs" / "quickstart" / "base"
+    run = quickstart_run(root, "base")
     outside = root / "outside"
     outside.mkdir()
     for name, source in (("records", run / "records.parquet"),
