@@ -5,7 +5,6 @@ table."""
 from __future__ import annotations
 
 import hashlib
-import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -14,7 +13,14 @@ from typing import Any
 import orjson
 
 from evalkit.sources._json_lines import Line
-from evalkit.sources.transcripts._turns import INTERRUPT_MARKS, Chain, ToolCall, Turn, block_text
+from evalkit.sources.transcripts._turns import (
+    INTERRUPT_MARKS,
+    Chain,
+    ToolCall,
+    Turn,
+    block_text,
+    sessions_in,
+)
 
 # user text Claude Code wrote, not the user: not a prompt
 _NOT_USER_TEXT = ("Caveat: The messages below", "<local-command-caveat>")
@@ -100,20 +106,14 @@ def claude_sessions(events: Iterable[Line], limit: int,
     file or others: a resumed session's file repeats earlier lines, which are read once). A
     file holds one session, or several one after another (logs joined into one file): a user
     or assistant event of another ``sessionId`` starts the next. See ``docs/agents.md``."""
-    done: list[Parsed] = []
     seen = set() if seen is None else seen
-    lines, first = iter(events), None
-    while True:
-        parsed, first = _session(first, lines, limit, seen)
-        done.append(parsed)
-        if first is None:
-            return done
+    return sessions_in(iter(events), lambda lines: _session(lines, limit, seen))
 
 
-def _session(first: Line | None, lines: Iterator[Line], limit: int,
+def _session(lines: Iterator[Line], limit: int,
              seen: set[int]) -> tuple[Parsed, Line | None]:
-    """The session that ``first`` (then ``lines``) starts, and the first line of the next
-    session (``None`` at the end of the file)."""
+    """The session ``lines`` start, and the first line of the next session (``None`` at the
+    end of the file)."""
     chains = {False: Chain(limit), True: Chain(limit)}
     problems: list[tuple[int, str, str]] = []
     counts = {"events": 0, "ignored_events": 0, "repeated_events": 0}
@@ -121,7 +121,7 @@ def _session(first: Line | None, lines: Iterator[Line], limit: int,
     meta: dict[str, Any] = {}
     owner: dict[tuple[bool, str], Turn] = {}  # the turn each message id belongs to
     rest: Line | None = None
-    for item in itertools.chain([first] if first is not None else [], lines):
+    for item in lines:
         line, event, raw = item.number, item.value, item.raw
         if item.problem is not None:
             problems.append((line, f"{item.problem}; the rest of the file is read", raw))

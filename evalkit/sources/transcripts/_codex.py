@@ -5,7 +5,6 @@ response items after a first ``{"id", "timestamp", "instructions"}`` line."""
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -15,7 +14,7 @@ import orjson
 from evalkit.sources._json_lines import Line
 from evalkit.sources.transcripts._claude_code import Parsed
 from evalkit.sources.transcripts._openai_chat import arguments
-from evalkit.sources.transcripts._turns import Chain, ToolCall, block_text
+from evalkit.sources.transcripts._turns import Chain, ToolCall, block_text, sessions_in
 
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
@@ -73,19 +72,12 @@ def codex_sessions(read: Callable[[], Iterator[Line]], limit: int) -> list[Parse
     into one file): a ``session_meta`` of another id starts the next, its token counts
     afresh (they are the session's running totals)."""
     typed = _has_typed_prompts(read())
-    done: list[Parsed] = []
-    lines, first = read(), None
-    while True:
-        parsed, first = _session(first, lines, limit, typed)
-        done.append(parsed)
-        if first is None:
-            return done
+    return sessions_in(read(), lambda lines: _session(lines, limit, typed))
 
 
-def _session(first: Line | None, lines: Iterator[Line], limit: int,
-             typed: bool) -> tuple[Parsed, Line | None]:
-    """The session that ``first`` (then ``lines``) starts, and the first line of the next
-    session (``None`` at the end of the file)."""
+def _session(lines: Iterator[Line], limit: int, typed: bool) -> tuple[Parsed, Line | None]:
+    """The session ``lines`` start, and the first line of the next session (``None`` at the
+    end of the file)."""
     chain = Chain(limit)
     problems: list[tuple[int, str, str]] = []
     counts = {"events": 0, "ignored_events": 0, "repeated_events": 0}
@@ -94,7 +86,7 @@ def _session(first: Line | None, lines: Iterator[Line], limit: int,
     model = None
     total: dict[str, int] | None = None  # the session's cumulative token counts so far
     rest: Line | None = None
-    for item in itertools.chain([first] if first is not None else [], lines):
+    for item in lines:
         line, event = item.number, item.value
         if item.problem is not None:
             problems.append((line, f"{item.problem}; the rest of the file is read", item.raw))

@@ -7,11 +7,14 @@ each event is; the rules a person reads a turn by live here, once.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from evalkit.results.schemas import json_text
+from evalkit.sources._json_lines import Line
 
 # how a turn began: a prompt the user typed, a slash command the assistant answers, a
 # notification Claude Code sent (a background task ended), or nothing (the file starts
@@ -302,3 +305,20 @@ def turn_record(turn: Turn, *, session_id: str, index: int, source: str, fmt: st
         "input_tokens": input_tokens, "output_tokens": output_tokens,
         "tags": tags, "metadata": metadata,
     }
+
+
+T = TypeVar("T")
+
+
+def sessions_in(lines: Iterator[Line],
+                session: Callable[[Iterator[Line]], tuple[T, Line | None]]) -> list[T]:
+    """A file's sessions, one after another (logs joined into one file): ``session(lines)``
+    reads one and returns it with the first line of the next, read already (``None`` at the
+    end of the file), which then starts the next."""
+    done: list[T] = []
+    while True:
+        parsed, first = session(lines)
+        done.append(parsed)
+        if first is None:
+            return done
+        lines = itertools.chain([first], lines)
