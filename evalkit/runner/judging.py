@@ -31,9 +31,8 @@ class _RecordOrder:
     records by position instead of joining on record_id (``metrics._judged``, which checks
     it first: imported scores follow no such rule)."""
 
-    def __init__(self, marked: pa.ChunkedArray, included_ids: pa.ChunkedArray) -> None:
-        self.marked = marked
-        self.included_ids = included_ids
+    def __init__(self, skipped: pa.Array | pa.ChunkedArray) -> None:
+        self.skipped = skipped  # true for each record the judge skipped
         self._rows: pa.Array | None = None
 
     def parts(self, skipped: pa.Table | None, computed: pa.Table | None) -> list[pa.Table]:
@@ -41,8 +40,8 @@ class _RecordOrder:
         in their order: :func:`_one_per_record`) as one table in record order."""
         if skipped is None or computed is None:
             return [t for t in (skipped, computed) if t is not None]
-        if self._rows is None:  # the skipped rows (excluded records) first, then computed
-            gone = np.asarray(self.marked.is_valid().to_numpy(zero_copy_only=False), bool)
+        if self._rows is None:  # the skipped rows first, then computed
+            gone = np.asarray(self.skipped.to_numpy(zero_copy_only=False), bool)
             self._rows = pa.array(np.argsort(np.concatenate(
                 [np.flatnonzero(gone), np.flatnonzero(~gone)]), kind="stable"))
         return [pa.concat_tables([skipped, computed]).take(self._rows)]
@@ -253,11 +252,9 @@ class JudgeRunner:
         if pending:
             judged.update(zip([(inst.name, r) for inst, _, _, r in pending],
                               asyncio.run(self._run_async(pending)), strict=True))
-        order = _RecordOrder(marked, included.column("record_id"))
+        order = _RecordOrder(pc.is_valid(marked))
         # (an applies_to_excluded judge's skipped records: the source's set-asides alone)
-        aside = None if set_aside is None else _RecordOrder(
-            pc.if_else(set_aside, marked, pa.scalar(None, pa.string())),
-            records.column("record_id").filter(pc.invert(set_aside)))
+        aside = None if set_aside is None else _RecordOrder(set_aside)
         # repeat 0 in judgments/part-*; the other repeats (judged records only) after them
         return [part for inst, plugin in self.judges
                 for part in (aside if plugin.applies_to_excluded and aside else order).parts(
