@@ -45,13 +45,14 @@ from evalkit.metrics._intervals import wilson_at
 __all__ = ["ipw_mean", "n_h_total"]
 
 
-def ipw_mean(f_all: np.ndarray, labelled: np.ndarray, y: np.ndarray, pi: np.ndarray,
+def ipw_mean(f_all: np.ndarray, labelled: np.ndarray | None, y: np.ndarray, pi: np.ndarray,
              strata: np.ndarray | None, confidence: float = 0.95,
              use_judge: bool = True, finite: bool = True) -> Estimate:
     """The IPW difference estimate of the mean of the human values over ``f_all``'s records.
     ``labelled`` indexes the labelled records in ``f_all``; ``y``, ``pi`` and ``strata``
     (None for a Poisson draw) are theirs, in the same order. ``use_judge=False`` gives the
-    human-only (Horvitz–Thompson) estimate of the same design. The interval is for the
+    human-only (Horvitz–Thompson) estimate of the same design, which needs no position of
+    the labelled records (``labelled`` may be None). The interval is for the
     mean of these records (the design variance); ``finite=False`` gives the one for the
     mean of the process they come from, like PPI++'s."""
     f_all = np.asarray(f_all, dtype=float)
@@ -64,7 +65,10 @@ def ipw_mean(f_all: np.ndarray, labelled: np.ndarray, y: np.ndarray, pi: np.ndar
         return Estimate.refused(method, f"{n} labelled record(s): need at least 2", **details)
     if np.any(~(pi > 0)) or np.any(pi > 1):
         return Estimate.refused(method, "an inclusion probability outside (0, 1]", **details)
-    f = f_all[labelled]
+    if labelled is None and use_judge:
+        raise ValueError("ipw_mean: the judge's values of the labelled records need their "
+                         "positions (labelled)")
+    f = f_all[labelled] if labelled is not None else np.zeros(n)
     if strata is None:
         a, lam, fitted = _poisson_fit(y, f, pi) if use_judge else (0.0, 0.0, 0)
         resid = y - a - lam * f

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.estimation._estimate import Estimate, t_value, z_value
-from evalkit.estimation.ipw import _interval, _weighted_variance
+from evalkit.estimation._estimate import Estimate, z_value
+from evalkit.estimation.ipw import ipw_mean
 
 __all__ = ["rogan_gladen"]
 
@@ -98,7 +98,7 @@ def rogan_gladen(judge_flags: np.ndarray, y: np.ndarray, f: np.ndarray,
     # prevalence in this design (Tenenbein 1970) is the share of each verdict times the
     # humans' rate among the labelled records with that verdict: Rogan and Gladen's formula
     # at the maximum-likelihood sensitivity and specificity.
-    shares, rates, terms, weights = [], [], [], np.zeros(len(y))
+    rates, pi = [], np.empty(len(y))
     for v in (1.0, 0.0):
         in_v = f == v
         big_v, n_v = int((flags == v).sum()), int(in_v.sum())
@@ -107,32 +107,20 @@ def rogan_gladen(judge_flags: np.ndarray, y: np.ndarray, f: np.ndarray,
                                     f"records the judge {'flags' if v else 'passes'} (at least "
                                     "2, for the humans' rate among them and its spread)",
                                     **details)
-        share, rate = big_v / n, float(y[in_v].mean())
-        shares.append(share)
-        weights[in_v] = big_v / n_v
-        rates.append(rate)
-        # post-stratified by the verdict (conditional on n_v, Holt and Smith 1979): drawn
-        # without replacement from these records, so (1 - n_v/N_v)
-        spread = float(np.var(y[in_v], ddof=1))
-        terms.append((share ** 2 * max(1 - n_v / big_v, 0.0) * spread / n_v, n_v - 1))
-    value = float(np.dot(shares, rates))
-    var = sum(t for t, _ in terms)
-    if not finite:
-        # these records are themselves a draw from the process: their own share varies
-        # around its rate by S_y^2 / N (the labels weighted by 1/pi = N_v / n_v)
-        extra = _weighted_variance(y, weights) / n
-        var += extra
-        terms.append((extra, m0 + m1 - 1))
-    if not var > 0:
+        rates.append(float(y[in_v].mean()))
+        pi[in_v] = n_v / big_v
+    # the labels post-stratified by the verdict (conditional on n_v, Holt and Smith 1979),
+    # drawn without replacement from these records: the stratified IPW estimate of the
+    # labels alone, strata the verdicts, each labelled record standing for N_v / n_v
+    est = ipw_mean(flags, None, y, pi, f, confidence, use_judge=False, finite=finite)
+    if not est.details["se"] > 0:
         return Estimate.refused("rogan_gladen", "the labels leave no spread to estimate the "
                                 "judge's error from (all alike within each verdict): the "
                                 "interval would have no width; label more records", **details)
-    den = sum(t * t / d for t, d in terms if d > 0)
-    df = var * var / den if den > 0 else float(m0 + m1 - 1)
-    low, high = _interval(value, var, t_value(confidence, max(df, 1.0)), binary=True)
+    value, df = est.value, est.details["df"]
     if 0 < value < 1:  # the maximum-likelihood ones (those of the labels stay beside)
         details["sensitivity"] = p * rates[0] / value
         details["specificity"] = (1 - p) * (1 - rates[1]) / (1 - value)
     details.update({"youden": details["sensitivity"] + details["specificity"] - 1,
                     "df": float(df), "estimator": "maximum likelihood (predictive values)"})
-    return Estimate("rogan_gladen", value, low, high, details)
+    return Estimate("rogan_gladen", value, est.low, est.high, details)
