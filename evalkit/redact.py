@@ -58,12 +58,17 @@ _AUTH_HEADER = re.compile(
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)(?!\*\*\*)[A-Za-z0-9._~+/\-]{8,}=*")
 # keys known by their shape whoever holds them (the shapes secret scanners look for):
 # OpenAI and Anthropic, GitHub, Hugging Face, AWS access key ids, Slack, Google, GitLab
-_KEY_SHAPED = re.compile(
-    r"\b(?:sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
-    r"|hf_[A-Za-z0-9]{30,}|(?:AKIA|ASIA)[0-9A-Z]{16}\b|xox[abposr]-[A-Za-z0-9\-]{10,}"
-    r"|AIza[0-9A-Za-z_\-]{35}|glpat-[A-Za-z0-9_\-]{20,})")
-_KEY_PREFIXES = ("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "hf_", "AKIA",
-                 "ASIA", "xox", "AIza", "glpat-")
+# (prefix, the rest of the key): the prefix, literal, is also what a text is searched for
+_KEY_SHAPES = (
+    ("sk-", r"[A-Za-z0-9_\-]{16,}"), ("ghp_", r"[A-Za-z0-9]{30,}"),
+    ("gho_", r"[A-Za-z0-9]{30,}"), ("ghu_", r"[A-Za-z0-9]{30,}"),
+    ("ghs_", r"[A-Za-z0-9]{30,}"), ("ghr_", r"[A-Za-z0-9]{30,}"),
+    ("github_pat_", r"[A-Za-z0-9_]{30,}"), ("hf_", r"[A-Za-z0-9]{30,}"),
+    ("AKIA", r"[0-9A-Z]{16}\b"), ("ASIA", r"[0-9A-Z]{16}\b"),
+    ("xox", r"[abposr]-[A-Za-z0-9\-]{10,}"), ("AIza", r"[0-9A-Za-z_\-]{35}"),
+    ("glpat-", r"[A-Za-z0-9_\-]{20,}"))
+_KEY_SHAPED = re.compile(r"\b(?:" + "|".join(re.escape(p) + rest for p, rest in _KEY_SHAPES)
+                         + ")")
 
 _registered: set[str] = set()
 
@@ -184,7 +189,7 @@ def mask(text: str, secrets: list[str] | None = None) -> str:
         text = _AUTH_HEADER.sub(_header, text)
     if "bearer" in lower or "basic" in lower:
         text = _BEARER.sub(rf"\1\2{MASK}", text)
-    if any(p in text for p in _KEY_PREFIXES):
+    if any(p in text for p, _ in _KEY_SHAPES):
         text = _KEY_SHAPED.sub(MASK, text)
     return text
 
