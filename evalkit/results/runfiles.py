@@ -110,6 +110,8 @@ _CHECKS = {
     "VARCHAR[]": (_texts, "a list of text"),
     "JSON": (lambda v: True, "JSON"),
 }
+
+
 def _config_problem(config: object) -> str | None:
     """Where the run's config, as the report, compare and the gates read it, has another
     shape than a config evalkit wrote: the key and what it must be; None when it has none."""
