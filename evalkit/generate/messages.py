@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from evalkit.sources._chat import part_text
+from evalkit.sources._chat import CALL_PARTS, part_text
 
 __all__ = ["UNREPLAYABLE", "openai_messages", "system_text"]
 
@@ -87,7 +87,7 @@ def _parts(message: dict[str, Any]) -> tuple[list[Any], list[dict[str, Any]],
             parts.append({"type": "text", "text": text})
         elif kind == "image_url":
             parts.append({"type": "image_url", "image_url": item.get("image_url")})
-        elif kind in ("tool_call", "tool_use", "function_call"):
+        elif kind in CALL_PARTS:
             calls.append(_call(item))
         elif kind in ("tool_call_response", "tool_result", "function_call_output"):
             ident = item.get("id") or item.get("tool_use_id") or item.get("call_id")

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["assistant_text", "blocks_of", "chat_column", "langchain_messages", "last_user_text",
-           "message_text", "messages_of", "part_text", "response_items", "tool_calls",
-           "with_messages"]
+__all__ = ["CALL_PARTS", "assistant_text", "blocks_of", "chat_column", "langchain_messages",
+           "last_user_text", "message_text", "messages_of", "part_text", "response_items",
+           "tool_calls", "with_messages"]
 
 _ASSISTANT = ("assistant", "model", "ai")
 
@@ -91,7 +91,7 @@ def response_items(value: Any) -> list[dict[str, Any]] | None:
             isinstance(i, dict) and isinstance(i.get("type", i.get("role")), str)
             for i in value):
         messages = [i for i in value if isinstance(i.get("role"), str)]
-        calls = [i for i in value if i.get("type") in _CALL_PARTS]
+        calls = [i for i in value if i.get("type") in CALL_PARTS]
         return messages or ([{"role": "assistant", "content": calls}] if calls else None)
     return None
 
@@ -132,7 +132,8 @@ def last_user_text(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-_CALL_PARTS = ("tool_use", "tool_call", "function_call")
+# the types of a message part that is a tool call (Anthropic, GenAI, OpenAI Responses)
+CALL_PARTS = ("tool_use", "tool_call", "function_call")
 
 
 def tool_calls(message: dict[str, Any]) -> list[Any]:
@@ -144,7 +145,7 @@ def tool_calls(message: dict[str, Any]) -> list[Any]:
     for key in ("content", "parts"):
         if isinstance(message.get(key), list):
             calls += [p for p in message[key]
-                      if isinstance(p, dict) and p.get("type") in _CALL_PARTS]
+                      if isinstance(p, dict) and p.get("type") in CALL_PARTS]
     return calls
 
 
