@@ -9,11 +9,17 @@ holding NaN. Binary inputs are 0/1 floats."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from evalkit.metrics._intervals import canonical, wilson_ci
-from evalkit.metrics._stats import bootstrap_bounds, exponent, resample_indices
+from evalkit.metrics._stats import (
+    bootstrap_bounds,
+    exponent,
+    index_bootstrap,
+    resample_indices,
+)
 
 Result = tuple[float | None, str | None]
 Batch = Callable[..., np.ndarray]
@@ -234,6 +240,26 @@ def intervals(cols: list[np.ndarray], fns: dict[str, Batch], x: np.ndarray, y: n
 
 NO_WIDTH = ("every resample gave the same value: an interval of no width would cover that "
             "value alone, so none is given")
+
+
+def records_interval(fn: Callable[[np.ndarray], float], n: int, value: float | None,
+                     n_boot: int, seed: int, confidence: float,
+                     method: str = "bootstrap (records)", no_width: str = NO_WIDTH
+                     ) -> tuple[tuple[Any, Any], dict[str, str]]:
+    """The bootstrap interval, over ``n`` records, of a statistic ``fn(indices)`` of value
+    ``value``, with how it was drawn (``{"ci_method": method}``), or why there is none
+    (``ci_open``: one record, undefined on every resample, or the same value on every one,
+    ``no_width``); neither when ``n_boot`` is 0 or there is no value."""
+    if value is None or np.isnan(value) or not n_boot:
+        return (None, None), {}
+    if n < 2:
+        return (None, None), {"ci_open": "one record: nothing to resample records from"}
+    ci = index_bootstrap(fn, n, n_boot, seed, confidence)
+    if ci[0] is None and ci[1] is None:
+        return ci, {"ci_open": "the statistic is undefined on every resample"}
+    if ci[0] == ci[1]:
+        return (None, None), {"ci_open": no_width}
+    return ci, {"ci_method": method}
 
 
 class NoWidth(tuple):

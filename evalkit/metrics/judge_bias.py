@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.metrics._intervals import clustered_proportion_ci
-from evalkit.metrics._pair_statistics import NO_WIDTH
+from evalkit.metrics._pair_statistics import records_interval
 from evalkit.metrics._signals import (
     SliceConfig,
     index_slices,
@@ -27,7 +27,7 @@ from evalkit.metrics._signals import (
     metric_row,
     per_record,
 )
-from evalkit.metrics._stats import index_bootstrap, slice_sql, wilson_ci
+from evalkit.metrics._stats import slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["JudgeBiasConfig", "JudgeBiasMetric", "model_family"]
@@ -111,16 +111,7 @@ class JudgeBiasMetric(Metric):
         it was drawn (``ci_method``), or why there is none (``ci_open``); neither when
         ``n_boot`` is 0 or there is no value."""
         cfg = self.config
-        if value is None or np.isnan(value) or not cfg.n_boot:
-            return (None, None), {}
-        if n < 2:
-            return (None, None), {"ci_open": "one record: nothing to resample records from"}
-        ci = index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
-        if ci[0] is None and ci[1] is None:
-            return ci, {"ci_open": "the statistic is undefined on every resample"}
-        if ci[0] == ci[1]:
-            return (None, None), {"ci_open": NO_WIDTH}
-        return ci, {"ci_method": "bootstrap (records)"}
+        return records_interval(fn, n, value, cfg.n_boot, cfg.seed, cfg.confidence)
 
     def _length_rows(self, table: Any, value: np.ndarray, length: np.ndarray,
                      usable: np.ndarray) -> list[dict[str, Any]]:

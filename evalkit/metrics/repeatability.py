@@ -14,9 +14,9 @@ import numpy as np
 
 from evalkit.checks import check_flag_at
 from evalkit.metrics._intervals import clustered_proportion_ci
-from evalkit.metrics._pair_statistics import NO_WIDTH
+from evalkit.metrics._pair_statistics import NO_WIDTH, records_interval
 from evalkit.metrics._signals import SliceConfig, index_slices, metric_row
-from evalkit.metrics._stats import index_bootstrap, slice_sql, wilson_ci
+from evalkit.metrics._stats import slice_sql, wilson_ci
 from evalkit.plugin import Metric, Produces
 
 __all__ = ["RepeatabilityConfig", "RepeatabilityMetric", "fleiss_kappa"]
@@ -151,19 +151,11 @@ class RepeatabilityMetric(Metric):
         }
         for stat, (fn, n, undefined, what) in stats.items():
             value = fn(np.arange(n)) if n else None
-            ci: tuple[Any, Any] = (None, None)
-            how: dict[str, str] = {}
-            if value is not None and not np.isnan(value) and cfg.n_boot:
-                if n < 2:
-                    how = {"ci_open": "one record: nothing to resample records from"}
-                elif stat == "spread" and np.all(spreads == spreads[0]):
-                    how = {"ci_open": "every record's spread is equal: no spread to "
-                                      "resample (an interval of no width says nothing)"}
-                else:
-                    ci = index_bootstrap(fn, n, cfg.n_boot, cfg.seed, cfg.confidence)
-                    how = {"ci_method": "cluster bootstrap (records)"}
-                    if ci[0] is not None and ci[0] == ci[1]:
-                        ci, how = (None, None), {"ci_open": NO_WIDTH}
+            ci, how = records_interval(
+                fn, n, value, cfg.n_boot, cfg.seed, cfg.confidence,
+                "cluster bootstrap (records)",
+                "every record's spread is equal: no spread to resample (an interval of no "
+                "width says nothing)" if stat == "spread" else NO_WIDTH)
             out.append(metric_row(f"{name}.{stat}", label, value, ci, **counts,
                                   details={**how, "repeats": k, "what": what},
                                   undefined=undefined))
